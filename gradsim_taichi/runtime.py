@@ -1,0 +1,166 @@
+"""Taichi runtime: backend, precision and thread choice in one place.
+
+Every field the engine allocates takes its float type from :func:`real`, so a
+single ``init(precision=...)`` switches the whole engine between float64 (for
+gradient checks) and float32 (for speed). Calling :func:`init` again resets
+Taichi: fields and models built before become invalid and must be rebuilt.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
+os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
+
+import numpy as np  # noqa: E402
+import taichi as ti  # noqa: E402
+import torch  # noqa: E402
+
+_ARCHES = ("auto", "cpu", "cuda")
+_PRECISIONS = {"f64": (ti.f64, torch.float64, np.float64), "f32": (ti.f32, torch.float32, np.float32)}
+
+_state: dict = {"initialized": False, "generation": 0}
+
+
+def init(
+    arch: str = "auto",
+    precision: str = "f64",
+    threads: int | None = None,
+    seed: int | None = None,
+    debug: bool = False,
+) -> dict:
+    """Initialise (or re-initialise) Taichi for the engine.
+
+    Args:
+        arch: ``"auto"`` (CUDA when present, else the CPU), ``"cpu"`` or ``"cuda"``.
+            ``ti.gpu`` is never used: it probes OpenGL and crashes on headless machines.
+        precision: ``"f64"`` (default, needed for gradient checks) or ``"f32"``.
+        threads: CPU worker threads (default: all cores). ``threads=1`` makes
+            CPU results bitwise reproducible (atomic adds reorder otherwise).
+        seed: seeds Python, numpy, torch and Taichi random generators.
+        debug: Taichi debug mode (bounds checks; slow).
+
+    Returns:
+        The dict of :func:`info`.
+    """
+    if arch not in _ARCHES:
+        raise ValueError(f"arch={arch!r} is not supported; expected one of {_ARCHES}")
+    if precision not in _PRECISIONS:
+        raise ValueError(f"precision={precision!r} is not supported; expected 'f64' or 'f32'")
+    if threads is not None and (int(threads) != threads or threads < 1):
+        raise ValueError(f"threads={threads!r} must be a positive integer or None")
+    ti_fp = _PRECISIONS[precision][0]
+    kwargs = dict(default_fp=ti_fp, default_ip=ti.i32, debug=debug, log_level=ti.WARN)
+    if threads is not None:
+        kwargs["cpu_max_num_threads"] = int(threads)
+    if seed is not None:
+        kwargs["random_seed"] = int(seed)
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+    if _state["initialized"]:
+        ti.reset()
+    # "auto" asks for CUDA only when a driver is there, so CPU machines stay quiet.
+    wanted = ti.cuda if arch == "cuda" or (arch == "auto" and cuda_driver_present()) else ti.cpu
+    ti.init(arch=wanted, **kwargs)
+    got = ti.lang.impl.current_cfg().arch
+    if arch == "cuda" and got != ti.cuda:
+        import warnings
+
+        warnings.warn("CUDA was requested but is not available; running on the CPU", stacklevel=2)
+    _state.update(
+        initialized=True,
+        arch="cuda" if got == ti.cuda else "cpu",
+        precision=precision,
+        threads=int(threads) if threads is not None else (os.cpu_count() or 1),
+        seed=seed,
+        debug=debug,
+        generation=_state["generation"] + 1,
+    )
+    return info()
+
+
+def cuda_driver_present() -> bool:
+    """True when the CUDA driver library can be loaded (says nothing about Taichi's build)."""
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            ctypes.CDLL(name)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def ensure_init() -> None:
+    """Initialise with defaults if nobody called :func:`init` yet."""
+    if not _state["initialized"]:
+        init()
+
+
+def info() -> dict:
+    """What the runtime chose: arch, precision, threads, seed and library versions."""
+    import sys
+
+    out = {
+        "gradsim_taichi": _version(),
+        "python": sys.version.split()[0],
+        "taichi": ".".join(map(str, ti.__version__)),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "initialized": _state["initialized"],
+    }
+    if _state["initialized"]:
+        for key in ("arch", "precision", "threads", "seed", "debug"):
+            out[key] = _state[key]
+    return out
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("gradsim-taichi")
+    except Exception:  # not installed (running from a checkout)
+        return "0+unknown"
+
+
+def real():
+    """The Taichi float type of the current precision."""
+    ensure_init()
+    return _PRECISIONS[_state["precision"]][0]
+
+
+def torch_dtype() -> torch.dtype:
+    """The torch dtype matching the current precision."""
+    ensure_init()
+    return _PRECISIONS[_state["precision"]][1]
+
+
+def np_dtype():
+    """The numpy dtype matching the current precision."""
+    ensure_init()
+    return _PRECISIONS[_state["precision"]][2]
+
+
+def torch_device() -> torch.device:
+    """Where tensors handed to and from the engine live (CUDA when Taichi runs on CUDA)."""
+    ensure_init()
+    return torch.device("cuda" if _state["arch"] == "cuda" else "cpu")
+
+
+def generation() -> int:
+    """Increments on every :func:`init`; objects holding fields compare it to detect reuse
+    after a reset (Taichi's own error for that is an opaque ``IndexError``)."""
+    return _state["generation"]
+
+
+def check_generation(gen: int, what: str) -> None:
+    if gen != _state["generation"]:
+        raise RuntimeError(
+            f"{what} was built before the last gradsim_taichi.init(); its Taichi fields were "
+            "freed by the re-initialisation. Build it again."
+        )

@@ -1,0 +1,26 @@
+"""Shared test setup: every test runs on the CPU in float64 unless marked
+``@pytest.mark.precision("f32")``. Re-initialising Taichi frees all fields, so
+tests build their models inside the test (or in fixtures of the same scope)."""
+
+import os
+
+os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
+os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
+
+import pytest  # noqa: E402
+
+import gradsim_taichi as gs  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "precision(p): run the test under init(precision=p)")
+
+
+@pytest.fixture(autouse=True)
+def runtime(request):
+    marker = request.node.get_closest_marker("precision")
+    want = marker.args[0] if marker else "f64"
+    current = gs.info()
+    if not current["initialized"] or current.get("precision") != want:
+        gs.init(arch="cpu", precision=want)
+    return gs.info()
