@@ -1,0 +1,1 @@
+"""Mesh generation and mesh I/O (plain numpy/scipy/trimesh/meshio; no Taichi)."""
