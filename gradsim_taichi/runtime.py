@@ -19,7 +19,10 @@ import taichi as ti  # noqa: E402
 import torch  # noqa: E402
 
 _ARCHES = ("auto", "cpu", "cuda")
-_PRECISIONS = {"f64": (ti.f64, torch.float64, np.float64), "f32": (ti.f32, torch.float32, np.float32)}
+_PRECISIONS = {
+    "f64": (ti.f64, torch.float64, np.float64),
+    "f32": (ti.f32, torch.float32, np.float32),
+}
 
 _state: dict = {"initialized": False, "generation": 0}
 

@@ -1,0 +1,143 @@
+"""Model: topology and material parameters in Taichi fields, sized once.
+
+A Model holds *systems*, each with its own state and a uniform stepping protocol
+that :class:`~gradsim_taichi.simulation.Simulation` drives. Today there is the
+particle system, whose force models (springs, ground contact, cloth, FEM) all add
+into one particle force field; rigid bodies join as a second system.
+
+The protocol of a system (see :class:`ParticleSolver`): ``name``, ``allocate(rows,
+frames)``, ``params()``, ``load(frame)``, ``clear_segment()``, ``step(row, frame, dt)``,
+``save(frame, row)``, ``begin_backward(grad_frames)``, ``seed_segment(first_frame,
+frames_in_segment, substeps)``, ``step_grad(row, frame, dt)``, ``finish_backward()``,
+``output()``, ``state_bytes()``.
+"""
+
+from __future__ import annotations
+
+from gradsim_taichi import runtime
+from gradsim_taichi.params import ParamSet
+from gradsim_taichi.solvers.ground_contact import GroundContact
+from gradsim_taichi.solvers.particles import ParticleSystem
+from gradsim_taichi.solvers.springs import Springs
+
+
+class ParticleSolver:
+    """The particle system plus the force models acting on it, as one steppable system.
+
+    A force model is an object with a Taichi kernel ``apply(x, v, f, row)`` adding its
+    forces into ``f[row]`` (so ``apply.grad`` is its adjoint), ``params()`` and
+    ``zero_grads()``. Force models may also have ``apply_frame(x, v, f, row, frame)``
+    instead of ``apply`` when they depend on per-frame inputs (activations).
+    """
+
+    name = "particles"
+
+    def __init__(self, particles: ParticleSystem, forces: list):
+        self.particles = particles
+        self.forces = forces
+
+    def allocate(self, rows, frames):
+        self.particles.allocate(rows, frames)
+        for force in self.forces:
+            if hasattr(force, "allocate"):
+                force.allocate(rows, frames)
+
+    def params(self):
+        out = list(self.particles.params())
+        for force in self.forces:
+            out += force.params()
+        return out
+
+    def load(self, frame):
+        self.particles.load(frame)
+
+    def clear_segment(self):
+        self.particles.clear_forces()
+
+    def step(self, row, frame, dt):
+        p = self.particles
+        for force in self.forces:
+            if hasattr(force, "apply_frame"):
+                force.apply_frame(p.x, p.v, p.f, row, frame)
+            else:
+                force.apply(p.x, p.v, p.f, row)
+        p.integrate(row, frame, dt)
+
+    def step_grad(self, row, frame, dt):
+        p = self.particles
+        p.integrate.grad(row, frame, dt)
+        for force in reversed(self.forces):
+            if hasattr(force, "apply_frame"):
+                force.apply_frame.grad(p.x, p.v, p.f, row, frame)
+            else:
+                force.apply.grad(p.x, p.v, p.f, row)
+
+    def save(self, frame, row):
+        self.particles.save(frame, row)
+
+    def begin_backward(self, grad_frames):
+        self.particles.begin_backward(grad_frames)
+        for force in self.forces:
+            force.zero_grads()
+
+    def seed_segment(self, first_frame, frames_in_segment, substeps):
+        self.particles.seed_segment(first_frame, frames_in_segment, substeps)
+
+    def finish_backward(self):
+        self.particles.finish_backward()
+
+    def output(self):
+        return self.particles.output()
+
+    def state_bytes(self):
+        return self.particles.state_bytes()
+
+
+class Model:
+    """The systems of a scene (built by ``ModelBuilder.finalize``)."""
+
+    def __init__(self, positions, velocities, masses, pinned, forces, gravity, springs=None,
+                 ground=None):
+        runtime.ensure_init()
+        self._generation = runtime.generation()
+        self.particles = ParticleSystem(positions, velocities, masses, pinned, forces, gravity)
+        force_models: list = []
+        if springs is not None:
+            force_models.append(Springs(*springs))
+        if ground is not None:
+            force_models.append(GroundContact(len(positions), **ground))
+        self.particle_solver = ParticleSolver(self.particles, force_models)
+        self.systems: list = [self.particle_solver]
+        self._allocated = False
+
+    @property
+    def particle_count(self) -> int:
+        return self.particles.n
+
+    @property
+    def forces(self) -> list:
+        return self.particle_solver.forces
+
+    def add_force(self, force_model) -> None:
+        """Attach a particle force model (see :class:`ParticleSolver`)."""
+        if self._allocated:
+            raise RuntimeError("add force models before creating a Simulation on this model")
+        self.particle_solver.forces.append(force_model)
+
+    def check_alive(self) -> None:
+        runtime.check_generation(self._generation, "this Model")
+
+    def allocate(self, rows: int, frames: int) -> ParamSet:
+        """Allocate state storage; returns the named parameters (some depend on ``frames``)."""
+        self.check_alive()
+        if self._allocated:
+            raise RuntimeError(
+                "this Model already has a Simulation; build a new Model for another one"
+            )
+        self._allocated = True
+        params = ParamSet()
+        for system in self.systems:
+            system.allocate(rows, frames)
+            for p in system.params():
+                params.add(p)
+        return params

@@ -1,0 +1,141 @@
+"""Learnable parameters by name: one ``Param`` per named quantity of a model.
+
+A ``Param`` knows its full shape, how to write values into the Taichi fields that
+hold it and how to read back the gradient a backward pass accumulated there.
+Broadcasting (a global mass for every particle, one stiffness for every spring)
+is done in torch before the values reach the engine, so torch's autograd sums
+the per-element gradients back to the shape the user gave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from gradsim_taichi import runtime
+
+
+@dataclass
+class Param:
+    """A named, learnable model quantity.
+
+    Attributes:
+        name: the public name (``"mass"``, ``"contact_mu"``, ...).
+        shape: the full shape the engine stores (e.g. ``(N,)`` for per-particle mass).
+        doc: one line saying what it is, with units.
+        setter: writes a numpy array of ``shape`` into the engine.
+        getter: reads the current value as a numpy array of ``shape``.
+        grad_getter: reads the gradient of the last backward pass.
+        positive: values must be > 0 (masses, stiffnesses, lengths).
+        nonnegative: values must be >= 0 (damping, friction).
+    """
+
+    name: str
+    shape: tuple
+    doc: str
+    setter: Callable[[np.ndarray], None]
+    getter: Callable[[], np.ndarray]
+    grad_getter: Callable[[], np.ndarray]
+    positive: bool = False
+    nonnegative: bool = False
+
+    def check_values(self, values: np.ndarray) -> None:
+        """Raise ValueError for NaN/inf, or for signs the parameter does not allow."""
+        if not np.all(np.isfinite(values)):
+            bad = np.argwhere(~np.isfinite(values))[:3].tolist()
+            raise ValueError(f"parameter '{self.name}' contains NaN or inf (at {bad})")
+        if self.positive and values.size and values.min() <= 0:
+            raise ValueError(
+                f"parameter '{self.name}' must be > 0 everywhere; got minimum {values.min():.6g}"
+            )
+        if self.nonnegative and values.size and values.min() < 0:
+            raise ValueError(
+                f"parameter '{self.name}' must be >= 0 everywhere; got minimum {values.min():.6g}"
+            )
+
+
+def field_param(name, field, doc, shape=None, positive=False, nonnegative=False) -> Param:
+    """A Param stored in one Taichi field with ``needs_grad=True``."""
+    full = tuple(shape) if shape is not None else _np_shape(field)
+    dtype = runtime.np_dtype()
+
+    def setter(values):
+        field.from_numpy(np.ascontiguousarray(values, dtype=dtype).reshape(_np_shape(field)))
+
+    def getter():
+        return field.to_numpy().reshape(full)
+
+    def grad_getter():
+        return field.grad.to_numpy().reshape(full)
+
+    return Param(name, full, doc, setter, getter, grad_getter, positive, nonnegative)
+
+
+def _np_shape(field) -> tuple:
+    shape = tuple(field.shape)
+    if hasattr(field, "n"):
+        shape += (field.n,) if getattr(field, "m", 1) == 1 else (field.n, field.m)
+    return shape
+
+
+class ParamSet:
+    """The named parameters of a simulation, with helpful errors for unknown names."""
+
+    def __init__(self, params: list[Param] | None = None):
+        self._params: dict[str, Param] = {}
+        for p in params or []:
+            self.add(p)
+
+    def add(self, param: Param) -> None:
+        if param.name in self._params:
+            raise ValueError(f"parameter name '{param.name}' is registered twice")
+        self._params[param.name] = param
+
+    def names(self) -> list[str]:
+        return list(self._params)
+
+    def __contains__(self, name) -> bool:
+        return name in self._params
+
+    def __getitem__(self, name: str) -> Param:
+        if name not in self._params:
+            raise KeyError(
+                f"unknown parameter '{name}'; valid names: {', '.join(sorted(self._params))}"
+            )
+        return self._params[name]
+
+    def __iter__(self):
+        return iter(self._params.values())
+
+    def describe(self) -> str:
+        """A table of name, shape and doc for every parameter."""
+        rows = [f"{p.name:<24} {str(p.shape):<16} {p.doc}" for p in self]
+        return "\n".join(rows)
+
+
+def as_full_tensor(param: Param, value) -> torch.Tensor:
+    """Check dtype/device and broadcast ``value`` to the parameter's full shape (in torch,
+    so autograd reduces the gradient back to the user's shape)."""
+    dtype, device = runtime.torch_dtype(), runtime.torch_device()
+    if not isinstance(value, torch.Tensor):
+        value = torch.as_tensor(value, dtype=dtype, device=device)
+    if value.dtype != dtype:
+        raise TypeError(
+            f"parameter '{param.name}' has dtype {value.dtype}, but the engine runs in "
+            f"{dtype} (gradsim_taichi.init(precision=...)); convert it with .to({dtype})"
+        )
+    if value.device.type != device.type:
+        raise TypeError(
+            f"parameter '{param.name}' is on {value.device}, but the engine expects tensors "
+            f"on {device}"
+        )
+    try:
+        return value.expand(param.shape)
+    except RuntimeError:
+        raise ValueError(
+            f"parameter '{param.name}' has shape {tuple(value.shape)}, which does not "
+            f"broadcast to its full shape {param.shape}"
+        ) from None

@@ -1,0 +1,158 @@
+"""Simulation: the one place that owns the time loop, forward and backward.
+
+Storage. With ``checkpoint=True`` (default) the state at every frame boundary is
+kept, and a buffer holds the substeps of one frame; the backward pass walks the
+frames in reverse, recomputes each frame's substeps from its checkpoint and runs
+the adjoint kernels through them. Peak memory grows like ``frames * N +
+substeps * N``. With ``checkpoint=False`` every substep of the rollout is stored
+(``frames * substeps * N``): no recomputation, for testing and short rollouts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from gradsim_taichi.model import Model
+from gradsim_taichi.params import ParamSet
+
+
+class Simulation:
+    """Rollouts of a :class:`Model` over ``frames`` frames of ``substeps`` substeps each.
+
+    Args:
+        model: the model (a fresh one per Simulation: storage is sized here).
+        frames: number of frames; outputs have ``frames + 1`` entries (t = 0 included).
+        substeps: integrator substeps per frame.
+        fps: frames per second; the substep is ``dt = 1 / (fps * substeps)``.
+        dt: substep length in seconds (overrides ``fps``).
+        checkpoint: recompute frames in the backward pass (True) or store every substep.
+        progress: show a tqdm bar for rollouts of at least this many frames (None: never).
+    """
+
+    def __init__(self, model: Model, frames: int, substeps: int = 32, fps: float = 60.0,
+                 dt: float | None = None, checkpoint: bool = True,
+                 progress: int | None = None):
+        if int(frames) != frames or frames < 1:
+            raise ValueError(f"frames must be a positive integer; got {frames!r}")
+        if int(substeps) != substeps or substeps < 1:
+            raise ValueError(f"substeps must be a positive integer; got {substeps!r}")
+        if dt is None:
+            if not (np.isfinite(fps) and fps > 0):
+                raise ValueError(f"fps must be > 0; got {fps!r}")
+            dt = 1.0 / (fps * substeps)
+        if not (np.isfinite(dt) and dt > 0):
+            raise ValueError(f"dt must be > 0; got {dt!r}")
+        self.model = model
+        self.frames = int(frames)
+        self.substeps = int(substeps)
+        self.dt = float(dt)
+        self.checkpoint = bool(checkpoint)
+        self.progress = progress
+        self.frames_per_segment = 1 if self.checkpoint else self.frames
+        rows = self.frames_per_segment * self.substeps + 1
+        self.params: ParamSet = model.allocate(rows, self.frames)
+        self.systems = model.systems
+        self._run_id = 0  # bumps on every forward; the autograd bridge checks it
+        self._buffer_segment = None  # first frame of the segment the buffers hold
+
+    @property
+    def frame_dt(self) -> float:
+        return self.dt * self.substeps
+
+    @property
+    def output_names(self) -> list[str]:
+        return [s.name for s in self.systems]
+
+    # ---- parameters ------------------------------------------------------------------
+    def set_param(self, name: str, value) -> None:
+        """Write a parameter (numpy, torch or scalar, broadcastable to its full shape)."""
+        p = self.params[name]
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().numpy()
+        arr = np.asarray(value, dtype=np.float64)
+        try:
+            arr = np.broadcast_to(arr, p.shape)
+        except ValueError:
+            raise ValueError(
+                f"parameter '{name}' has shape {arr.shape}, which does not broadcast to its "
+                f"full shape {p.shape}"
+            ) from None
+        p.check_values(arr)
+        p.setter(arr)
+        self._run_id += 1  # outputs and checkpoints of earlier runs are now stale
+        self._buffer_segment = None
+
+    def get_param(self, name: str) -> np.ndarray:
+        """The current value of a parameter, at its full shape."""
+        return np.array(self.params[name].getter())
+
+    def param_grad(self, name: str) -> np.ndarray:
+        """dL/d(parameter) from the last :meth:`backward`, at the full shape."""
+        return np.array(self.params[name].grad_getter())
+
+    # ---- time loop -------------------------------------------------------------------
+    def _run_segment(self, first_frame: int) -> None:
+        steps = self.frames_per_segment * self.substeps
+        for system in self.systems:
+            system.load(first_frame)
+            system.clear_segment()
+        for row in range(steps):
+            frame = first_frame + row // self.substeps
+            for system in self.systems:
+                system.step(row, frame, self.dt)
+        self._buffer_segment = first_frame
+
+    def _segments(self):
+        return range(0, self.frames, self.frames_per_segment)
+
+    def _bar(self, iterable, desc):
+        show = self.progress is not None and self.frames >= self.progress
+        return tqdm(iterable, desc=desc, leave=False, disable=not show)
+
+    def forward(self) -> dict[str, np.ndarray]:
+        """Run the rollout; returns ``{system name: positions [frames + 1, V, 3]}``."""
+        self.model.check_alive()
+        for first in self._bar(self._segments(), "simulate"):
+            self._run_segment(first)
+            for k in range(1, self.frames_per_segment + 1):
+                for system in self.systems:
+                    system.save(first + k, k * self.substeps)
+        self._run_id += 1
+        return {s.name: s.output() for s in self.systems}
+
+    def backward(self, grad_outputs: dict[str, np.ndarray]) -> None:
+        """Back-propagate dL/d(outputs) of the last :meth:`forward`; afterwards
+        :meth:`param_grad` gives the gradient of every parameter."""
+        self.model.check_alive()
+        for system in self.systems:
+            g = grad_outputs.get(system.name)
+            if g is None:
+                g = np.zeros_like(system.output())
+            system.begin_backward(g)
+        steps = self.frames_per_segment * self.substeps
+        for first in self._bar(reversed(self._segments()), "backward"):
+            if self._buffer_segment != first:
+                self._run_segment(first)
+            for system in self.systems:
+                system.seed_segment(first, self.frames_per_segment, self.substeps)
+            for row in reversed(range(steps)):
+                frame = first + row // self.substeps
+                for system in reversed(self.systems):
+                    system.step_grad(row, frame, self.dt)
+            self._buffer_segment = None  # adjoint kernels leave primal values intact, but
+            # the next segment to process is an earlier one anyway
+        for system in self.systems:
+            system.finish_backward()
+
+    def stored_state_bytes(self) -> int:
+        """Bytes of state (values and adjoints) kept for forward and backward."""
+        return int(sum(s.state_bytes() for s in self.systems))
+
+    def rollout(self, **params) -> dict[str, torch.Tensor]:
+        """Differentiable rollout: keyword torch tensors (or numbers) by parameter name ->
+        ``{system name: positions [frames + 1, V, 3]}`` (see :func:`gradsim_taichi.simulate`)."""
+        from gradsim_taichi.bridge import simulate
+
+        return simulate(self, params)

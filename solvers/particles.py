@@ -1,0 +1,151 @@
+"""The shared particle system: state storage and the semi-implicit Euler integrator.
+
+State lives in *segment buffers* ``x[row, i]``, ``v[row, i]``, ``f[row, i]``: one row
+per substep of the frames being simulated now, so that every value is written
+once (Taichi's autodiff rule). Frame-boundary states are kept as checkpoints
+``xc[frame, i]`` / ``vc[frame, i]``; the backward pass recomputes a segment from its
+checkpoint. Force models (springs, contact, cloth, FEM) add into ``f[row]``; the
+integrator reads it.
+"""
+
+import numpy as np
+import taichi as ti
+
+from gradsim_taichi import runtime
+from gradsim_taichi.params import Param, field_param
+
+
+@ti.data_oriented
+class ParticleSystem:
+    """Particles with mass, a pinned flag, gravity and per-frame external forces.
+
+    Pinned particles never move: their velocity is held at zero (the reference engine
+    let them drift with their initial velocity).
+    """
+
+    def __init__(self, positions, velocities, masses, pinned, forces, gravity):
+        real = runtime.real()
+        self.n = len(positions)
+        self.mass = ti.field(real, self.n, needs_grad=True)
+        self.pinned = ti.field(ti.i32, self.n)
+        self.gravity = ti.Vector.field(3, real, shape=(), needs_grad=True)
+        self.mass.from_numpy(np.asarray(masses, dtype=runtime.np_dtype()))
+        self.pinned.from_numpy(np.asarray(pinned, dtype=np.int32))
+        self.gravity.from_numpy(np.asarray(gravity, dtype=runtime.np_dtype()))
+        self._x0 = np.asarray(positions, dtype=runtime.np_dtype())
+        self._v0 = np.asarray(velocities, dtype=runtime.np_dtype())
+        self._f_const = np.asarray(forces, dtype=runtime.np_dtype())
+        self.rows = 0
+        self.frames = 0
+
+    # ---- storage -------------------------------------------------------------------
+    def allocate(self, rows: int, frames: int) -> None:
+        """Allocate segment buffers of ``rows`` substep states and ``frames + 1`` checkpoints."""
+        real = runtime.real()
+        n = self.n
+        self.rows, self.frames = rows, frames
+        self.x = ti.Vector.field(3, real, shape=(rows, n), needs_grad=True)
+        self.v = ti.Vector.field(3, real, shape=(rows, n), needs_grad=True)
+        self.f = ti.Vector.field(3, real, shape=(rows, n), needs_grad=True)
+        self.xc = ti.Vector.field(3, real, shape=(frames + 1, n))
+        self.vc = ti.Vector.field(3, real, shape=(frames + 1, n))
+        self.ext = ti.Vector.field(3, real, shape=(frames, n), needs_grad=True)
+        self.out_grad = ti.Vector.field(3, real, shape=(frames + 1, n))
+        self.xc.from_numpy(np.broadcast_to(self._x0, (frames + 1, n, 3)).copy())
+        self.vc.from_numpy(np.broadcast_to(self._v0, (frames + 1, n, 3)).copy())
+        self.ext.from_numpy(np.broadcast_to(self._f_const, (frames, n, 3)).copy())
+        self._x0_grad = np.zeros((n, 3))
+        self._v0_grad = np.zeros((n, 3))
+
+    def state_bytes(self) -> int:
+        """Bytes of stored state (values and adjoints) of the buffers and checkpoints."""
+        itemsize = np.dtype(runtime.np_dtype()).itemsize
+        per_row = self.n * 3 * itemsize
+        return per_row * (3 * 2 * self.rows + 2 * (self.frames + 1))
+
+    def params(self) -> list[Param]:
+        n, frames = self.n, self.frames
+
+        def set_x0(values):
+            self._x0 = values.copy()
+            self.xc.from_numpy(np.broadcast_to(values, (frames + 1, n, 3)).copy())
+
+        def set_v0(values):
+            self._v0 = values.copy()
+            self.vc.from_numpy(np.broadcast_to(values, (frames + 1, n, 3)).copy())
+
+        return [
+            field_param("mass", self.mass, "particle mass [kg], per particle", positive=True),
+            field_param("gravity", self.gravity, "gravitational acceleration [m/s^2], (3,)"),
+            Param("initial_position", (n, 3), "particle positions at t=0 [m]", set_x0,
+                  lambda: self._x0.copy(), lambda: self._x0_grad.copy()),
+            Param("initial_velocity", (n, 3), "particle velocities at t=0 [m/s]", set_v0,
+                  lambda: self._v0.copy(), lambda: self._v0_grad.copy()),
+            field_param("external_force", self.ext,
+                        "force on each particle, constant within a frame [N], (frames, N, 3)"),
+        ]
+
+    # ---- forward ---------------------------------------------------------------------
+    @ti.kernel
+    def load(self, frame: ti.i32):
+        """Checkpoint ``frame`` -> buffer row 0."""
+        for i in range(self.n):
+            self.x[0, i] = self.xc[frame, i]
+            self.v[0, i] = self.vc[frame, i]
+
+    @ti.kernel
+    def save(self, frame: ti.i32, row: ti.i32):
+        """Buffer ``row`` -> checkpoint ``frame``."""
+        for i in range(self.n):
+            self.xc[frame, i] = self.x[row, i]
+            self.vc[frame, i] = self.v[row, i]
+
+    def clear_forces(self) -> None:
+        self.f.fill(0)
+
+    @ti.kernel
+    def integrate(self, row: ti.i32, frame: ti.i32, dt: float):
+        """Semi-implicit Euler: v' = v + dt (f / m + g),  x' = x + dt v'."""
+        for i in range(self.n):
+            if self.pinned[i] == 0:
+                acc = (self.f[row, i] + self.ext[frame, i]) / self.mass[i] + self.gravity[None]
+                v1 = self.v[row, i] + dt * acc
+                self.v[row + 1, i] = v1
+                self.x[row + 1, i] = self.x[row, i] + dt * v1
+            else:
+                self.v[row + 1, i] = ti.Vector([0.0, 0.0, 0.0])
+                self.x[row + 1, i] = self.x[row, i]
+
+    # ---- backward --------------------------------------------------------------------
+    def begin_backward(self, grad_frames) -> None:
+        """Zero all adjoints; ``grad_frames`` is dL/d(positions at frame boundaries)."""
+        for field in (self.x, self.v, self.f, self.ext, self.mass, self.gravity):
+            field.grad.fill(0)
+        self.out_grad.from_numpy(np.ascontiguousarray(grad_frames, dtype=runtime.np_dtype()))
+
+    @ti.kernel
+    def seed_segment(self, first_frame: ti.i32, frames_in_segment: ti.i32, substeps: ti.i32):
+        """Prepare adjoints for the reverse pass of one segment: the adjoint that reached
+        row 0 of the later segment becomes the adjoint of this segment's last row, other
+        rows start at zero, and dL/dx of each frame boundary inside the segment is added."""
+        last = frames_in_segment * substeps
+        for i in range(self.n):
+            carry_x = self.x.grad[0, i]
+            carry_v = self.v.grad[0, i]
+            for r in range(last + 1):
+                self.x.grad[r, i] = ti.Vector([0.0, 0.0, 0.0])
+                self.v.grad[r, i] = ti.Vector([0.0, 0.0, 0.0])
+                self.f.grad[r, i] = ti.Vector([0.0, 0.0, 0.0])
+            self.x.grad[last, i] = carry_x
+            self.v.grad[last, i] = carry_v
+            for k in range(1, frames_in_segment + 1):
+                self.x.grad[k * substeps, i] += self.out_grad[first_frame + k, i]
+
+    def finish_backward(self) -> None:
+        """Row 0 of the first segment now holds dL/d(initial state)."""
+        self._x0_grad = self.x.grad.to_numpy()[0] + self.out_grad.to_numpy()[0]
+        self._v0_grad = self.v.grad.to_numpy()[0]
+
+    def output(self) -> np.ndarray:
+        """Positions at every frame boundary, ``[frames + 1, N, 3]``."""
+        return self.xc.to_numpy()
