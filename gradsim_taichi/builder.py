@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradsim_taichi.build_cloth import ClothBuilderMixin
+from gradsim_taichi.build_fem import SoftBodyBuilderMixin
+from gradsim_taichi.build_rigid import RigidBuilderMixin
 from gradsim_taichi.model import Model
 
 
@@ -63,7 +66,7 @@ def check_indices(name: str, idx, count: int, width: int) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-class ModelBuilder:
+class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
     """Collects particles, springs and the ground; ``finalize()`` gives a :class:`Model`.
 
     Args:
@@ -98,6 +101,10 @@ class ModelBuilder:
         self._pinned: list[np.ndarray] = []
         self._force: list[np.ndarray] = []
         self._springs: list[tuple] = []
+        # Extension points for other solvers' builder methods (cloth, FEM, rigid bodies):
+        # callables run at finalize() that return a particle force model / a system.
+        self._force_factories: list = []
+        self._system_factories: list = []
 
     # ---- particles ---------------------------------------------------------------------
     @property
@@ -185,19 +192,24 @@ class ModelBuilder:
     def finalize(self) -> Model:
         """Build the Taichi-backed :class:`Model` (needs ``gradsim_taichi.init`` or uses
         its defaults)."""
-        if self.particle_count == 0:
-            raise ValueError("the model has no particles; add some before finalize()")
+        if self.particle_count == 0 and not self._system_factories:
+            raise ValueError("the model is empty; add particles or bodies before finalize()")
+        particles = None
+        if self.particle_count:
+            particles = dict(
+                positions=np.concatenate(self._x),
+                velocities=np.concatenate(self._v),
+                masses=np.concatenate(self._m),
+                pinned=np.concatenate(self._pinned),
+                forces=np.concatenate(self._force),
+                gravity=self.gravity,
+            )
         springs = None
         if self._springs:
             springs = tuple(np.concatenate(parts) for parts in zip(*self._springs))
-        return Model(
-            positions=np.concatenate(self._x),
-            velocities=np.concatenate(self._v),
-            masses=np.concatenate(self._m),
-            pinned=np.concatenate(self._pinned),
-            forces=np.concatenate(self._force),
-            gravity=self.gravity,
-            springs=springs,
-            ground=dict(height=self.ground_height, radius=self.particle_radius, **self.contact)
-            if self.ground else None,
-        )
+        ground = None
+        if self.ground:
+            ground = dict(height=self.ground_height, radius=self.particle_radius, **self.contact)
+        return Model(particles, springs=springs, ground=ground,
+                     force_factories=self._force_factories,
+                     system_factories=self._system_factories)

@@ -96,27 +96,36 @@ class ParticleSolver:
 class Model:
     """The systems of a scene (built by ``ModelBuilder.finalize``)."""
 
-    def __init__(self, positions, velocities, masses, pinned, forces, gravity, springs=None,
-                 ground=None):
+    def __init__(self, particles: dict | None, springs=None, ground=None,
+                 force_factories=(), system_factories=()):
         runtime.ensure_init()
         self._generation = runtime.generation()
-        self.particles = ParticleSystem(positions, velocities, masses, pinned, forces, gravity)
-        force_models: list = []
-        if springs is not None:
-            force_models.append(Springs(*springs))
-        if ground is not None:
-            force_models.append(GroundContact(len(positions), **ground))
-        self.particle_solver = ParticleSolver(self.particles, force_models)
-        self.systems: list = [self.particle_solver]
+        self.ground = ground
+        self.systems: list = []
+        self.particles = None
+        self.particle_solver = None
+        if particles is not None:
+            self.particles = ParticleSystem(**particles)
+            force_models: list = []
+            if springs is not None:
+                force_models.append(Springs(*springs))
+            if ground is not None:
+                force_models.append(GroundContact(self.particles.n, **ground))
+            for make in force_factories:
+                force_models.append(make(self))
+            self.particle_solver = ParticleSolver(self.particles, force_models)
+            self.systems.append(self.particle_solver)
+        for make in system_factories:
+            self.systems.append(make(self))
         self._allocated = False
 
     @property
     def particle_count(self) -> int:
-        return self.particles.n
+        return 0 if self.particles is None else self.particles.n
 
     @property
     def forces(self) -> list:
-        return self.particle_solver.forces
+        return [] if self.particle_solver is None else self.particle_solver.forces
 
     def add_force(self, force_model) -> None:
         """Attach a particle force model (see :class:`ParticleSolver`)."""
