@@ -109,8 +109,9 @@ def tet_beam(
 # ---------------------------------------------------------------------------- ball
 
 
-def tet_ball(radius: float = 1.0, subdivisions: int = 2, shells: int | None = None,
-             center=(0.0, 0.0, 0.0)):
+def tet_ball(
+    radius: float = 1.0, subdivisions: int = 2, shells: int | None = None, center=(0.0, 0.0, 0.0)
+):
     """Solid ball from an icosphere surface plus interior shells, tetrahedralized
     with scipy's Delaunay (exact for a convex point set).
 
@@ -309,9 +310,9 @@ def triangulate_polygon(polygon, spacing: float | None = None, interior: bool = 
     centroids = pts[tri].mean(axis=1)
     tri = tri[path.contains_points(centroids)]
     x = pts[tri]
-    signed = (x[:, 1, 0] - x[:, 0, 0]) * (x[:, 2, 1] - x[:, 0, 1]) - (
-        x[:, 2, 0] - x[:, 0, 0]
-    ) * (x[:, 1, 1] - x[:, 0, 1])
+    signed = (x[:, 1, 0] - x[:, 0, 0]) * (x[:, 2, 1] - x[:, 0, 1]) - (x[:, 2, 0] - x[:, 0, 0]) * (
+        x[:, 1, 1] - x[:, 0, 1]
+    )
     tri = tri[np.abs(signed) > 1e-12 * h * h]
     signed = signed[np.abs(signed) > 1e-12 * h * h]
     tri[signed < 0] = tri[signed < 0][:, [0, 2, 1]]
@@ -323,8 +324,9 @@ def triangulate_polygon(polygon, spacing: float | None = None, interior: bool = 
 # ----------------------------------------------------------------------- extrusion
 
 
-def extrude_profile(polygon, thickness: float, layers: int = 1, spacing: float | None = None,
-                    interior: bool = True):
+def extrude_profile(
+    polygon, thickness: float, layers: int = 1, spacing: float | None = None, interior: bool = True
+):
     """Extrude a 2D polygon (in the xy-plane) along z into a tet mesh.
 
     The polygon (simple, possibly non-convex, counter-clockwise or clockwise)
@@ -347,9 +349,7 @@ def extrude_profile(polygon, thickness: float, layers: int = 1, spacing: float |
     pts2, tri2 = triangulate_polygon(polygon, spacing=spacing, interior=interior)
     m = pts2.shape[0]
     zs = -0.5 * thickness + thickness * np.arange(layers + 1) / layers
-    vertices = np.concatenate(
-        [np.column_stack([pts2, np.full(m, z)]) for z in zs], axis=0
-    )
+    vertices = np.concatenate([np.column_stack([pts2, np.full(m, z)]) for z in zs], axis=0)
     t = np.sort(tri2.astype(np.int64), axis=1)  # v0 < v1 < v2
     v0, v1, v2 = t[:, 0], t[:, 1], t[:, 2]
     tets = []
@@ -365,9 +365,14 @@ def extrude_profile(polygon, thickness: float, layers: int = 1, spacing: float |
 # ---------------------------------------------------------------------------- gear
 
 
-def gear_profile(teeth: int = 10, inner_radius: float = 0.8, outer_radius: float = 1.0,
-                 tooth_fraction: float = 0.5, tip_fraction: float = 0.6,
-                 arc_points: int = 2):
+def gear_profile(
+    teeth: int = 10,
+    inner_radius: float = 0.8,
+    outer_radius: float = 1.0,
+    tooth_fraction: float = 0.5,
+    tip_fraction: float = 0.6,
+    arc_points: int = 2,
+):
     """Counter-clockwise 2D gear outline in the xy-plane, centred at the origin.
 
     Each of the ``teeth`` pitch sectors has a root arc on ``inner_radius`` and a
@@ -402,9 +407,16 @@ def gear_profile(teeth: int = 10, inner_radius: float = 0.8, outer_radius: float
     return np.array(pts, dtype=np.float64)
 
 
-def tet_gear(teeth: int = 10, inner_radius: float = 0.8, outer_radius: float = 1.0,
-             thickness: float = 0.3, layers: int = 2, spacing: float | None = None,
-             tooth_fraction: float = 0.5, tip_fraction: float = 0.6):
+def tet_gear(
+    teeth: int = 10,
+    inner_radius: float = 0.8,
+    outer_radius: float = 1.0,
+    thickness: float = 0.3,
+    layers: int = 2,
+    spacing: float | None = None,
+    tooth_fraction: float = 0.5,
+    tip_fraction: float = 0.6,
+):
     """Solid gear: :func:`gear_profile` extruded along z by ``thickness``.
 
     ``spacing`` (target edge length in the plane) defaults to 0.18 * outer_radius;
@@ -420,8 +432,13 @@ def tet_gear(teeth: int = 10, inner_radius: float = 0.8, outer_radius: float = 1
 # -------------------------------------------------------------------------- walker
 
 
-def walker_profile(body_length: float = 1.0, body_height: float = 0.3, legs: int = 2,
-                   leg_length: float = 0.3, leg_width: float = 0.15):
+def walker_profile(
+    body_length: float = 1.0,
+    body_height: float = 0.3,
+    legs: int = 2,
+    leg_length: float = 0.3,
+    leg_width: float = 0.15,
+):
     """Counter-clockwise 2D outline of a walker in the xy-plane: a rectangular
     body ``[0, body_length] x [leg_length, leg_length + body_height]`` with
     ``legs`` rectangular legs of width ``leg_width`` hanging down to ``y = 0``,
@@ -463,9 +480,16 @@ def walker_profile(body_length: float = 1.0, body_height: float = 0.3, legs: int
     return p[keep]
 
 
-def tet_walker(body_length: float = 1.0, body_height: float = 0.3, legs: int = 2,
-               leg_length: float = 0.3, leg_width: float = 0.15, thickness: float = 0.2,
-               layers: int = 2, spacing: float | None = None):
+def tet_walker(
+    body_length: float = 1.0,
+    body_height: float = 0.3,
+    legs: int = 2,
+    leg_length: float = 0.3,
+    leg_width: float = 0.15,
+    thickness: float = 0.2,
+    layers: int = 2,
+    spacing: float | None = None,
+):
     """Soft walker: :func:`walker_profile` extruded along z by ``thickness``
     (centred on z = 0), feet at y = 0. ``spacing`` defaults to ``leg_width / 2``.
     """
