@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from gradsim_taichi import runtime
 from gradsim_taichi.params import ParamSet
-from gradsim_taichi.solvers.ground_contact import GroundContact
+from gradsim_taichi.solvers.ground_contact import GroundContact, GroundParams
 from gradsim_taichi.solvers.particles import ParticleSystem
 from gradsim_taichi.solvers.springs import Springs
 
@@ -100,7 +100,8 @@ class Model:
                  force_factories=(), system_factories=()):
         runtime.ensure_init()
         self._generation = runtime.generation()
-        self.ground = ground
+        # The ground and its learnable contact parameters are shared by all systems.
+        self.ground = None if ground is None else GroundParams(**ground)
         self.systems: list = []
         self.particles = None
         self.particle_solver = None
@@ -110,7 +111,7 @@ class Model:
             if springs is not None:
                 force_models.append(Springs(*springs))
             if ground is not None:
-                force_models.append(GroundContact(self.particles.n, **ground))
+                force_models.append(GroundContact(self.particles.n, self.ground))
             for make in force_factories:
                 force_models.append(make(self))
             self.particle_solver = ParticleSolver(self.particles, force_models)
@@ -144,7 +145,7 @@ class Model:
                 "this Model already has a Simulation; build a new Model for another one"
             )
         self._allocated = True
-        params = ParamSet()
+        params = ParamSet(self.ground.params() if self.ground is not None else [])
         for system in self.systems:
             system.allocate(rows, frames)
             for p in system.params():

@@ -126,6 +126,8 @@ class Simulation:
         """Back-propagate dL/d(outputs) of the last :meth:`forward`; afterwards
         :meth:`param_grad` gives the gradient of every parameter."""
         self.model.check_alive()
+        if self.model.ground is not None:
+            self.model.ground.zero_grads()
         for system in self.systems:
             g = grad_outputs.get(system.name)
             if g is None:
