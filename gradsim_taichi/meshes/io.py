@@ -95,10 +95,13 @@ def read_tet_mesh(path, validate: bool = True):
     import meshio
 
     path = _require_file(path)
+    # .msh is ambiguous to meshio (ansys or gmsh); when it cannot decide it
+    # calls sys.exit, so name the format and catch SystemExit as well.
+    file_format = "gmsh" if path.lower().endswith(".msh") else None
     try:
-        mesh = meshio.read(path)
-    except Exception as exc:  # meshio raises ReadError, KeyError, ValueError, ...
-        raise ValueError(f"could not read a tet mesh from {path!r}: {exc}") from exc
+        mesh = meshio.read(path, file_format=file_format)
+    except (Exception, SystemExit) as exc:  # ReadError, KeyError, ValueError, sys.exit ...
+        raise ValueError(f"could not read a tet mesh from {path!r}: {exc!r}") from exc
     blocks = [np.asarray(c.data) for c in mesh.cells if c.type == "tetra"]
     if not blocks:
         types = sorted({c.type for c in mesh.cells})
