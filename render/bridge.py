@@ -1,0 +1,141 @@
+"""The torch side of the soft rasterizer: a ``torch.autograd.Function`` over packed faces.
+
+:class:`SoftRasterFunction` maps per-face screen geometry, corner colours, textures and
+the background to RGBA images, with the hand-written Taichi adjoint as its backward.
+The formula is documented in :mod:`.soft_raster`; :class:`RasterSettings` holds its
+constants.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from gradsim_taichi import runtime
+from gradsim_taichi.render import soft_raster as K
+from gradsim_taichi.render.tiles import Bins, bin_faces, face_valid
+
+
+@dataclass(frozen=True)
+class RasterSettings:
+    """Constants of the soft rasterizer.
+
+    ``sigma``: sharpness of the coverage sigmoid, in squared units of half the image
+    height (SoftRas's NDC units for square images); ``gamma``: softmax temperature of
+    the depth aggregation; ``near``/``far``: depth range for the normalised depth;
+    ``eps``: normalised depth of the background; ``threshold``: coverage below which a
+    face is ignored at a pixel (sets the box growth ``sqrt(sigma * log(1/threshold - 1))``);
+    ``tile``: tile edge in pixels.
+    """
+
+    width: int
+    height: int
+    sigma: float = 1e-4
+    gamma: float = 1e-4
+    near: float = 0.01
+    far: float = 100.0
+    eps: float = 1e-3
+    threshold: float = 1e-8
+    tile: int = 16
+
+    @property
+    def d2max(self) -> float:
+        """Squared distance (screen units) outside a face where the coverage reaches
+        ``threshold``."""
+        return self.sigma * math.log(1.0 / self.threshold - 1.0)
+
+
+def pack_geometry(xy: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """``xy[F, T, 3, 2]`` (screen units) and ``z[F, T, 3]`` to ``geom[F, T, 9]``."""
+    F, T = z.shape[0], z.shape[1]
+    return torch.cat([xy.reshape(F, T, 6), z], -1).contiguous()
+
+
+def _ensure_tex(tex, texsize):
+    if tex is None or tex.numel() == 0:
+        dt = runtime.torch_dtype()
+        return torch.ones(1, 1, 1, 3, dtype=dt), torch.ones(1, 2, dtype=torch.int32)
+    return tex, texsize
+
+
+def bins_for(geom: torch.Tensor, st: RasterSettings, reach: float) -> tuple[torch.Tensor, Bins]:
+    valid = face_valid(geom.detach(), st.near)
+    return valid, bin_faces(geom.detach(), valid, st.width, st.height, reach, st.tile)
+
+
+class SoftRasterFunction(torch.autograd.Function):
+    """``rgba = SoftRasterFunction.apply(xy, z, col, tex, bg, uv, texid, texsize, settings)``.
+
+    Inputs (runtime dtype, CPU): ``xy[F, T, 3, 2]`` screen positions, ``z[F, T, 3]``
+    depths, ``col[F, T, 18]`` corner colours ``(M, A)``, ``tex[K, Ht, Wt, 3]`` textures
+    (or None), ``bg[H, W, 3]`` background, ``uv[T, 6]``, ``texid[T]`` int32,
+    ``texsize[K, 2]`` int32. Output ``[F, H, W, 4]``. Differentiable in ``xy, z, col, tex,
+    bg``. Faces with a corner at or in front of ``near`` are culled.
+    """
+
+    @staticmethod
+    def forward(ctx, xy, z, col, tex, bg, uv, texid, texsize, st: RasterSettings):
+        F, T = z.shape[0], z.shape[1]
+        geom = pack_geometry(xy.detach(), z.detach())
+        col = col.detach().contiguous()
+        tex_in = tex
+        tex, texsize = _ensure_tex(None if tex is None else tex.detach().contiguous(), texsize)
+        bg = bg.detach().contiguous()
+        valid, bins = bins_for(geom, st, math.sqrt(st.d2max))
+        out = torch.empty(F, st.height, st.width, 4, dtype=geom.dtype)
+        state = torch.empty(F, st.height, st.width, 3, dtype=geom.dtype)
+        args = (geom, col, uv, texid, tex, texsize, bins.bbox, bins.tile_start, bins.entry_face)
+        K.soft_forward(
+            *args, bg, out, state, st.sigma, st.gamma, st.near, st.far, st.eps, st.d2max,
+            st.tile, bins.ntx, bins.nty,
+        )  # fmt: skip
+        ctx.st = st
+        ctx.bins = bins
+        ctx.shape = (F, T)
+        ctx.has_tex = tex_in is not None
+        ctx.save_for_backward(geom, col, uv, texid, tex, texsize, out, state)
+        return out
+
+    @staticmethod
+    def backward(ctx, gout):
+        geom, col, uv, texid, tex, texsize, out, state = ctx.saved_tensors
+        st, bins = ctx.st, ctx.bins
+        F, T = ctx.shape
+        gout = gout.contiguous().to(geom.dtype)
+        E = bins.entry_key.shape[0]
+        gentry = torch.zeros(max(E, 1), 27, dtype=geom.dtype)
+        want_tex = int(ctx.has_tex and ctx.needs_input_grad[3])
+        gtex = torch.zeros_like(tex) if want_tex else torch.zeros(1, 1, 1, 3, dtype=geom.dtype)
+        K.soft_backward(
+            geom, col, uv, texid, tex, texsize, bins.bbox, bins.tile_start, bins.entry_face,
+            out, state, gout, gentry, gtex, st.sigma, st.gamma, st.near, st.far, st.d2max,
+            st.tile, bins.ntx, bins.nty, want_tex,
+        )  # fmt: skip
+        gface = torch.zeros(F * T, 27, dtype=geom.dtype)
+        if E > 0:
+            gface.index_add_(0, bins.entry_key, gentry[:E])
+        gface = gface.reshape(F, T, 27)
+        gxy = gface[..., 0:6].reshape(F, T, 3, 2)
+        gz = gface[..., 6:9].contiguous()
+        gcol = gface[..., 9:27].contiguous()
+        gbg = None
+        if ctx.needs_input_grad[4]:
+            wb = torch.exp((st.eps - state[..., 0]) / st.gamma) / state[..., 1]
+            gbg = (gout[..., :3] * wb[..., None]).sum(0)
+        return gxy, gz, gcol, (gtex if want_tex else None), gbg, None, None, None, None
+
+
+def hard_face_ids(xy: torch.Tensor, z: torch.Tensor, st: RasterSettings) -> torch.Tensor:
+    """Nearest face per pixel (z-buffer), ``[F, H, W]`` int64, -1 where no face."""
+    F = z.shape[0]
+    geom = pack_geometry(xy.detach(), z.detach())
+    _, bins = bins_for(geom, st, 0.0)
+    face_id = torch.full((F, st.height, st.width), -1, dtype=torch.int32)
+    zbuf = torch.full((F, st.height, st.width), st.far, dtype=geom.dtype)
+    K.hard_zbuffer(
+        geom, bins.bbox, bins.tile_start, bins.entry_face, face_id, zbuf, st.near, st.far,
+        st.tile, bins.ntx, bins.nty,
+    )  # fmt: skip
+    return face_id.to(torch.int64)

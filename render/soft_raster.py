@@ -1,0 +1,434 @@
+"""Taichi kernels of the soft rasterizer (SoftRas, Liu et al. 2019) with hand-written adjoints.
+
+Everything here works on packed per-face arrays prepared by :mod:`.tiles` and
+:mod:`.bridge` (torch tensors passed zero-copy as ndarrays):
+
+- ``geom[F, T, 9]``: screen positions ``x0 y0 x1 y1 x2 y2`` (units of half the image
+  height, pixel ``(i, j)`` centred at ``((j + .5) * 2/H, (i + .5) * 2/H)``) and camera
+  depths ``z0 z1 z2``.
+- ``col[F, T, 18]``: per corner ``i`` and channel ``c`` a multiplicative colour
+  ``M[3*i + c]`` and an additive colour ``A[9 + 3*i + c]``; the colour of the face at a
+  point is ``(sum_i b_i M_i) * tex(uv) + sum_i b_i A_i`` (``tex = 1`` without a texture).
+- ``uv[T, 6]``, ``texid[T]`` (-1: no texture), ``tex[K, Ht, Wt, 3]``, ``texsize[K, 2]``.
+- ``bbox[F, T, 4]``: inclusive pixel bounds ``j0 j1 i0 i1`` grown by the sigmoid's reach.
+- ``tile_start``/``entry_face``: per (frame, tile) the faces whose box meets the tile.
+
+The formula (for pixel p and face j): screen barycentrics ``w``; ``d2`` the squared
+distance from p to the nearest edge segment; sign ``s = +1`` inside; ``x = s d2 / sigma``,
+``D = sigmoid(x)``. A face contributes when p is inside or ``d2 <= d2max`` (the cutoff,
+``D > threshold``). Clamped, renormalised barycentrics ``wc``, perspective-correct
+``b_i = (wc_i / z_i) / Q``, ``Q = sum wc_i / z_i``, depth ``zp = 1 / Q``, normalised
+``zn = (far - zp) / (far - near)``. With ``m = max(eps, max zn)``, weights
+``w_j = D_j exp((zn_j - m) / gamma)``, background weight ``exp((eps - m) / gamma)``:
+``rgb = (sum w_j C_j + w_b C_bg) / (sum w_j + w_b)``, ``alpha = 1 - prod(1 - D_j)``.
+"""
+
+
+import taichi as ti
+
+NDA = ti.types.ndarray()
+
+
+@ti.func
+def _cross2(ax, ay, bx, by):
+    return ax * by - ay * bx
+
+
+@ti.func
+def _seg_d2(px, py, ax, ay, bx, by):
+    """Squared distance from p to segment ab, and the parameter t of the closest point."""
+    ex = bx - ax
+    ey = by - ay
+    ll = ex * ex + ey * ey
+    t = 0.0
+    if ll > 0.0:
+        t = ti.math.clamp(((px - ax) * ex + (py - ay) * ey) / ll, 0.0, 1.0)
+    rx = px - ax - t * ex
+    ry = py - ay - t * ey
+    return rx * rx + ry * ry, t
+
+
+@ti.func
+def _sigmoid_pair(x):
+    """(sigmoid(x), sigmoid(-x)) computed without cancellation."""
+    e = ti.exp(-ti.abs(x))
+    hi = 1.0 / (1.0 + e)
+    lo = e / (1.0 + e)
+    D = hi
+    om = lo
+    if x < 0.0:
+        D = lo
+        om = hi
+    return D, om
+
+
+@ti.func
+def _tex_sample(tex: ti.template(), texsize: ti.template(), k, u, v):
+    """Bilinear, clamp-to-edge lookup at (u, v) (v = 0 at the bottom row) of texture k.
+
+    Returns the colour and its derivatives with respect to u and v (vectors of 3)."""
+    T = ti.Vector([1.0, 1.0, 1.0])
+    Tu = ti.Vector([0.0, 0.0, 0.0])
+    Tv = ti.Vector([0.0, 0.0, 0.0])
+    if k >= 0:
+        ht = texsize[k, 0]
+        wt = texsize[k, 1]
+        x = u * wt - 0.5
+        y = (1.0 - v) * ht - 0.5
+        xf = ti.floor(x)
+        yf = ti.floor(y)
+        fx = x - xf
+        fy = y - yf
+        xi = ti.cast(xf, ti.i32)
+        yi = ti.cast(yf, ti.i32)
+        xa = ti.math.clamp(xi, 0, wt - 1)
+        xb = ti.math.clamp(xi + 1, 0, wt - 1)
+        ya = ti.math.clamp(yi, 0, ht - 1)
+        yb = ti.math.clamp(yi + 1, 0, ht - 1)
+        for c in ti.static(range(3)):
+            t00 = tex[k, ya, xa, c]
+            t01 = tex[k, ya, xb, c]
+            t10 = tex[k, yb, xa, c]
+            t11 = tex[k, yb, xb, c]
+            T[c] = (1.0 - fy) * ((1.0 - fx) * t00 + fx * t01) + fy * ((1.0 - fx) * t10 + fx * t11)
+            Tu[c] = ((1.0 - fy) * (t01 - t00) + fy * (t11 - t10)) * wt
+            Tv[c] = -((1.0 - fx) * (t10 - t00) + fx * (t11 - t01)) * ht
+    return T, Tu, Tv
+
+
+@ti.func
+def _tex_scatter(gtex: ti.template(), texsize: ti.template(), k, u, v, g):
+    """Adjoint of :func:`_tex_sample` with respect to the texels (atomic adds)."""
+    ht = texsize[k, 0]
+    wt = texsize[k, 1]
+    x = u * wt - 0.5
+    y = (1.0 - v) * ht - 0.5
+    xf = ti.floor(x)
+    yf = ti.floor(y)
+    fx = x - xf
+    fy = y - yf
+    xi = ti.cast(xf, ti.i32)
+    yi = ti.cast(yf, ti.i32)
+    xa = ti.math.clamp(xi, 0, wt - 1)
+    xb = ti.math.clamp(xi + 1, 0, wt - 1)
+    ya = ti.math.clamp(yi, 0, ht - 1)
+    yb = ti.math.clamp(yi + 1, 0, ht - 1)
+    for c in ti.static(range(3)):
+        ti.atomic_add(gtex[k, ya, xa, c], g[c] * (1.0 - fy) * (1.0 - fx))
+        ti.atomic_add(gtex[k, ya, xb, c], g[c] * (1.0 - fy) * fx)
+        ti.atomic_add(gtex[k, yb, xa, c], g[c] * fy * (1.0 - fx))
+        ti.atomic_add(gtex[k, yb, xb, c], g[c] * fy * fx)
+
+
+@ti.func
+def _coverage(geom: ti.template(), f, t, px, py, d2max):
+    """Screen barycentrics, nearest edge and whether face t reaches pixel p at all."""
+    x0 = geom[f, t, 0]
+    y0 = geom[f, t, 1]
+    x1 = geom[f, t, 2]
+    y1 = geom[f, t, 3]
+    x2 = geom[f, t, 4]
+    y2 = geom[f, t, 5]
+    n0 = _cross2(x1 - px, y1 - py, x2 - px, y2 - py)
+    n1 = _cross2(x2 - px, y2 - py, x0 - px, y0 - py)
+    n2 = _cross2(x0 - px, y0 - py, x1 - px, y1 - py)
+    area = n0 + n1 + n2
+    w = ti.Vector([n0, n1, n2]) / area
+    inside = w[0] >= 0.0 and w[1] >= 0.0 and w[2] >= 0.0
+    da, ta = _seg_d2(px, py, x0, y0, x1, y1)
+    db, tb = _seg_d2(px, py, x1, y1, x2, y2)
+    dc, tc = _seg_d2(px, py, x2, y2, x0, y0)
+    d2 = da
+    te = ta
+    edge = 0
+    if db < d2:
+        d2 = db
+        te = tb
+        edge = 1
+    if dc < d2:
+        d2 = dc
+        te = tc
+        edge = 2
+    ok = inside or d2 <= d2max
+    return ok, inside, w, area, d2, te, edge
+
+
+@ti.func
+def _shade(
+    geom: ti.template(),
+    col: ti.template(),
+    uv: ti.template(),
+    texid: ti.template(),
+    tex: ti.template(),
+    texsize: ti.template(),
+    f,
+    t,
+    w,
+):
+    """Perspective-correct interpolation of a face's colour at clamped barycentrics."""
+    u0 = ti.math.clamp(w[0], 0.0, 1.0)
+    u1 = ti.math.clamp(w[1], 0.0, 1.0)
+    u2 = ti.math.clamp(w[2], 0.0, 1.0)
+    U = u0 + u1 + u2
+    wc = ti.Vector([u0, u1, u2]) / U
+    z = ti.Vector([geom[f, t, 6], geom[f, t, 7], geom[f, t, 8]])
+    q = wc / z
+    Q = q[0] + q[1] + q[2]
+    b = q / Q
+    uu = b[0] * uv[t, 0] + b[1] * uv[t, 2] + b[2] * uv[t, 4]
+    vv = b[0] * uv[t, 1] + b[1] * uv[t, 3] + b[2] * uv[t, 5]
+    T, Tu, Tv = _tex_sample(tex, texsize, texid[t], uu, vv)
+    Mi = ti.Vector([0.0, 0.0, 0.0])
+    Ai = ti.Vector([0.0, 0.0, 0.0])
+    for i in ti.static(range(3)):
+        for c in ti.static(range(3)):
+            Mi[c] += b[i] * col[f, t, 3 * i + c]
+            Ai[c] += b[i] * col[f, t, 9 + 3 * i + c]
+    C = Mi * T + Ai
+    return C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi
+
+
+@ti.kernel
+def soft_forward(
+    geom: NDA,
+    col: NDA,
+    uv: NDA,
+    texid: NDA,
+    tex: NDA,
+    texsize: NDA,
+    bbox: NDA,
+    tile_start: NDA,
+    entry_face: NDA,
+    bg: NDA,
+    out: NDA,
+    state: NDA,
+    sigma: float,
+    gamma: float,
+    near: float,
+    far: float,
+    eps: float,
+    d2max: float,
+    tile: int,
+    ntx: int,
+    nty: int,
+):
+    """One thread per pixel: online softmax over the faces binned to the pixel's tile.
+
+    Writes ``out[f, i, j] = (r, g, b, alpha)`` and ``state[f, i, j] = (m, S, P)`` (the
+    softmax shift, the weight sum and ``prod(1 - D)``) for the backward pass."""
+    F = out.shape[0]
+    H = out.shape[1]
+    W = out.shape[2]
+    scale = 2.0 / H
+    for f, i, j in ti.ndrange(F, H, W):
+        px = (j + 0.5) * scale
+        py = (i + 0.5) * scale
+        tid = (f * nty + i // tile) * ntx + j // tile
+        m = eps
+        S = 1.0
+        acc = ti.Vector([bg[i, j, 0], bg[i, j, 1], bg[i, j, 2]])
+        P = 1.0
+        for e in range(tile_start[tid], tile_start[tid + 1]):
+            t = entry_face[e]
+            if bbox[f, t, 0] <= j and j <= bbox[f, t, 1] and bbox[f, t, 2] <= i and i <= bbox[f, t, 3]:
+                ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
+                if ok:
+                    s = -1.0
+                    if inside:
+                        s = 1.0
+                    D, om = _sigmoid_pair(s * d2 / sigma)
+                    C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi = _shade(
+                        geom, col, uv, texid, tex, texsize, f, t, w
+                    )
+                    zn = (far - 1.0 / Q) / (far - near)
+                    P *= om
+                    if zn > m:
+                        r = ti.exp((m - zn) / gamma)
+                        S *= r
+                        acc *= r
+                        m = zn
+                    wgt = D * ti.exp((zn - m) / gamma)
+                    S += wgt
+                    acc += wgt * C
+        for c in ti.static(range(3)):
+            out[f, i, j, c] = acc[c] / S
+        out[f, i, j, 3] = 1.0 - P
+        state[f, i, j, 0] = m
+        state[f, i, j, 1] = S
+        state[f, i, j, 2] = P
+
+
+@ti.kernel
+def soft_backward(
+    geom: NDA,
+    col: NDA,
+    uv: NDA,
+    texid: NDA,
+    tex: NDA,
+    texsize: NDA,
+    bbox: NDA,
+    tile_start: NDA,
+    entry_face: NDA,
+    out: NDA,
+    state: NDA,
+    gout: NDA,
+    gentry: NDA,
+    gtex: NDA,
+    sigma: float,
+    gamma: float,
+    near: float,
+    far: float,
+    d2max: float,
+    tile: int,
+    ntx: int,
+    nty: int,
+    want_tex: int,
+):
+    """One thread per (frame, tile); for each binned face, loop over the pixels of the
+    face's box inside the tile and accumulate the face's gradient in registers, then
+    write it once to ``gentry[e, 0:27]`` (9 geometry + 18 colour entries). No two
+    threads write the same entry, so there are no atomics except for texels."""
+    F = out.shape[0]
+    H = out.shape[1]
+    W = out.shape[2]
+    scale = 2.0 / H
+    inv_range = 1.0 / (far - near)
+    for f, ty, tx in ti.ndrange(F, nty, ntx):
+        tid = (f * nty + ty) * ntx + tx
+        for e in range(tile_start[tid], tile_start[tid + 1]):
+            t = entry_face[e]
+            ia = ti.max(ty * tile, bbox[f, t, 2])
+            ib = ti.min(ti.min(ty * tile + tile, H) - 1, bbox[f, t, 3])
+            ja = ti.max(tx * tile, bbox[f, t, 0])
+            jb = ti.min(ti.min(tx * tile + tile, W) - 1, bbox[f, t, 1])
+            gg = ti.Vector([0.0] * 9)  # d/d(x0 y0 x1 y1 x2 y2 z0 z1 z2)
+            gc = ti.Vector([0.0] * 18)  # d/d(M, A)
+            xs = ti.Vector([geom[f, t, 0], geom[f, t, 2], geom[f, t, 4]])
+            ys = ti.Vector([geom[f, t, 1], geom[f, t, 3], geom[f, t, 5]])
+            for i in range(ia, ib + 1):
+                for j in range(ja, jb + 1):
+                    px = (j + 0.5) * scale
+                    py = (i + 0.5) * scale
+                    ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
+                    if ok:
+                        s = -1.0
+                        if inside:
+                            s = 1.0
+                        D, om = _sigmoid_pair(s * d2 / sigma)
+                        C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi = _shade(
+                            geom, col, uv, texid, tex, texsize, f, t, w
+                        )
+                        zp = 1.0 / Q
+                        zn = (far - zp) * inv_range
+                        m = state[f, i, j, 0]
+                        S = state[f, i, j, 1]
+                        P = state[f, i, j, 2]
+                        ex = ti.exp((zn - m) / gamma)
+                        wj = D * ex
+                        gs = ti.Vector([gout[f, i, j, 0], gout[f, i, j, 1], gout[f, i, j, 2]]) / S
+                        rgb = ti.Vector([out[f, i, j, 0], out[f, i, j, 1], out[f, i, j, 2]])
+                        g_w = gs.dot(C - rgb)
+                        gC = gs * wj
+                        g_zn = g_w * wj / gamma
+                        g_x = g_w * ex * D * om + gout[f, i, j, 3] * P * D
+                        # nearest-edge distance: envelope theorem on the segment parameter
+                        g_d2 = g_x * s / sigma
+                        for k in ti.static(range(3)):
+                            if edge == k:
+                                k1 = (k + 1) % 3
+                                rx = px - xs[k] - te * (xs[k1] - xs[k])
+                                ry = py - ys[k] - te * (ys[k1] - ys[k])
+                                gg[2 * k] += -2.0 * g_d2 * rx * (1.0 - te)
+                                gg[2 * k + 1] += -2.0 * g_d2 * ry * (1.0 - te)
+                                gg[2 * k1] += -2.0 * g_d2 * rx * te
+                                gg[2 * k1 + 1] += -2.0 * g_d2 * ry * te
+                        # colour
+                        gT = gC * Mi
+                        g_u = gT.dot(Tu)
+                        g_v = gT.dot(Tv)
+                        gb = ti.Vector([0.0, 0.0, 0.0])
+                        for k in ti.static(range(3)):
+                            for c in ti.static(range(3)):
+                                gc[3 * k + c] += gC[c] * T[c] * b[k]
+                                gc[9 + 3 * k + c] += gC[c] * b[k]
+                                gb[k] += gC[c] * (col[f, t, 3 * k + c] * T[c] + col[f, t, 9 + 3 * k + c])
+                            gb[k] += g_u * uv[t, 2 * k] + g_v * uv[t, 2 * k + 1]
+                        if want_tex != 0 and texid[t] >= 0:
+                            _tex_scatter(gtex, texsize, texid[t], uu, vv, gT)
+                        # perspective-correct barycentrics and depth
+                        g_zp = -g_zn * inv_range
+                        gq = (gb - gb.dot(b)) / Q - g_zp * zp * zp
+                        gwc = gq / z
+                        for k in ti.static(range(3)):
+                            gg[6 + k] += -gq[k] * q[k] / z[k]
+                        gu = (gwc - gwc.dot(wc)) / U
+                        gw = ti.Vector([0.0, 0.0, 0.0])
+                        for k in ti.static(range(3)):
+                            if 0.0 <= w[k] and w[k] <= 1.0:
+                                gw[k] = gu[k]
+                        gn = (gw - gw.dot(w)) / area
+                        # n_k = cross(v_{k+1} - p, v_{k+2} - p)
+                        for k in ti.static(range(3)):
+                            k1 = (k + 1) % 3
+                            k2 = (k + 2) % 3
+                            gg[2 * k1] += gn[k] * (ys[k2] - py)
+                            gg[2 * k1 + 1] += -gn[k] * (xs[k2] - px)
+                            gg[2 * k2] += -gn[k] * (ys[k1] - py)
+                            gg[2 * k2 + 1] += gn[k] * (xs[k1] - px)
+            for k in ti.static(range(9)):
+                gentry[e, k] = gg[k]
+            for k in ti.static(range(18)):
+                gentry[e, 9 + k] = gc[k]
+
+
+@ti.kernel
+def hard_zbuffer(
+    geom: NDA,
+    bbox: NDA,
+    tile_start: NDA,
+    entry_face: NDA,
+    face_id: NDA,
+    zbuf: NDA,
+    near: float,
+    far: float,
+    tile: int,
+    ntx: int,
+    nty: int,
+):
+    """Z-buffer: one thread per (frame, tile); ``face_id[f, i, j]`` gets the nearest face
+    whose triangle contains the pixel centre with depth in [near, far] (-1 if none;
+    ties go to the lower face index). ``zbuf`` must come in filled with ``far``."""
+    F = face_id.shape[0]
+    H = face_id.shape[1]
+    W = face_id.shape[2]
+    scale = 2.0 / H
+    for f, ty, tx in ti.ndrange(F, nty, ntx):
+        tid = (f * nty + ty) * ntx + tx
+        for e in range(tile_start[tid], tile_start[tid + 1]):
+            t = entry_face[e]
+            ia = ti.max(ty * tile, bbox[f, t, 2])
+            ib = ti.min(ti.min(ty * tile + tile, H) - 1, bbox[f, t, 3])
+            ja = ti.max(tx * tile, bbox[f, t, 0])
+            jb = ti.min(ti.min(tx * tile + tile, W) - 1, bbox[f, t, 1])
+            x0 = geom[f, t, 0]
+            y0 = geom[f, t, 1]
+            x1 = geom[f, t, 2]
+            y1 = geom[f, t, 3]
+            x2 = geom[f, t, 4]
+            y2 = geom[f, t, 5]
+            for i in range(ia, ib + 1):
+                for j in range(ja, jb + 1):
+                    px = (j + 0.5) * scale
+                    py = (i + 0.5) * scale
+                    n0 = _cross2(x1 - px, y1 - py, x2 - px, y2 - py)
+                    n1 = _cross2(x2 - px, y2 - py, x0 - px, y0 - py)
+                    n2 = _cross2(x0 - px, y0 - py, x1 - px, y1 - py)
+                    area = n0 + n1 + n2
+                    w0 = n0 / area
+                    w1 = n1 / area
+                    w2 = n2 / area
+                    if w0 >= 0.0 and w1 >= 0.0 and w2 >= 0.0:
+                        zp = 1.0 / (w0 / geom[f, t, 6] + w1 / geom[f, t, 7] + w2 / geom[f, t, 8])
+                        if zp >= near and zp < zbuf[f, i, j]:
+                            zbuf[f, i, j] = zp
+                            face_id[f, i, j] = t
