@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 
 import torch
-
-from gradsim_taichi import runtime
 from gradsim_taichi.render import soft_raster as K
 from gradsim_taichi.render.tiles import Bins, bin_faces, face_valid
+
+from gradsim_taichi import runtime
 
 
 @dataclass(frozen=True)

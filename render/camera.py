@@ -35,7 +35,7 @@ def _as_tensor(x, name: str, shape: tuple) -> torch.Tensor:
 
 def _check_size(width, height) -> tuple[int, int]:
     if int(width) != width or int(height) != height or width < 1 or height < 1:
-        raise ValueError(f"image size must be positive integers, got width={width}, height={height}")
+        raise ValueError(f"image size must be positive integers, got {width}x{height} (W x H)")
     return int(width), int(height)
 
 

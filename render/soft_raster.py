@@ -230,7 +230,8 @@ def soft_forward(
         P = 1.0
         for e in range(tile_start[tid], tile_start[tid + 1]):
             t = entry_face[e]
-            if bbox[f, t, 0] <= j and j <= bbox[f, t, 1] and bbox[f, t, 2] <= i and i <= bbox[f, t, 3]:
+            in_j = bbox[f, t, 0] <= j and j <= bbox[f, t, 1]
+            if in_j and bbox[f, t, 2] <= i and i <= bbox[f, t, 3]:
                 ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
                 if ok:
                     s = -1.0
@@ -351,7 +352,8 @@ def soft_backward(
                             for c in ti.static(range(3)):
                                 gc[3 * k + c] += gC[c] * T[c] * b[k]
                                 gc[9 + 3 * k + c] += gC[c] * b[k]
-                                gb[k] += gC[c] * (col[f, t, 3 * k + c] * T[c] + col[f, t, 9 + 3 * k + c])
+                                Mc = col[f, t, 3 * k + c]
+                                gb[k] += gC[c] * (Mc * T[c] + col[f, t, 9 + 3 * k + c])
                             gb[k] += g_u * uv[t, 2 * k] + g_v * uv[t, 2 * k + 1]
                         if want_tex != 0 and texid[t] >= 0:
                             _tex_scatter(gtex, texsize, texid[t], uu, vv, gT)

@@ -1,0 +1,115 @@
+"""Saving and loading frame sequences (GIF, MP4, folders of PNGs) through imageio."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+_IMAGE_EXT = (".png", ".jpg", ".jpeg", ".bmp")
+
+
+def _to_uint8(frames) -> np.ndarray:
+    if isinstance(frames, torch.Tensor):
+        frames = frames.detach().cpu().numpy()
+    a = np.asarray(frames)
+    if a.ndim == 3:
+        a = a[None]
+    if a.ndim != 4 or a.shape[-1] not in (1, 3, 4) or min(a.shape[:3]) < 1:
+        raise ValueError(f"frames must be [F, H, W, 1|3|4] (or one [H, W, C]), got {a.shape}")
+    if a.dtype == np.uint8:
+        rgb = a
+    else:
+        if not np.issubdtype(a.dtype, np.floating):
+            raise TypeError(f"frames must be float in [0, 1] or uint8, got dtype {a.dtype}")
+        if not np.isfinite(a).all():
+            raise ValueError("frames contain NaN or infinite values")
+        rgb = (np.clip(a, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    if rgb.shape[-1] == 4:
+        rgb = rgb[..., :3]  # the renderer's RGB already holds the background
+    if rgb.shape[-1] == 1:
+        rgb = np.repeat(rgb, 3, -1)
+    return np.ascontiguousarray(rgb)
+
+
+def save_video(frames, path, fps: float = 30) -> Path:
+    """Write frames ``[F, H, W, 3|4]`` (float in [0, 1] or uint8; torch or numpy) to ``path``.
+
+    The format follows the suffix: ``.gif``, ``.mp4`` (H.264 through imageio-ffmpeg; odd
+    sizes are padded to even by repeating the last row/column) or a folder path without
+    suffix (one ``frame_00000.png`` per frame). Alpha is dropped. Returns the path.
+    """
+    import imageio.v2 as iio
+
+    rgb = _to_uint8(frames)
+    if not fps > 0:
+        raise ValueError(f"fps must be positive, got {fps}")
+    path = Path(path)
+    ext = path.suffix.lower()
+    if ext == "":
+        path.mkdir(parents=True, exist_ok=True)
+        for k, img in enumerate(rgb):
+            iio.imwrite(path / f"frame_{k:05d}.png", img)
+    elif ext == ".gif":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        iio.mimsave(path, list(rgb), duration=1000.0 / fps, loop=0)
+    elif ext in (".mp4", ".mov", ".mkv", ".avi"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ph, pw = rgb.shape[1] % 2, rgb.shape[2] % 2
+        if ph or pw:
+            rgb = np.pad(rgb, ((0, 0), (0, ph), (0, pw), (0, 0)), mode="edge")
+        with iio.get_writer(
+            path, format="FFMPEG", fps=fps, codec="libx264", quality=10,
+            macro_block_size=1, pixelformat="yuv420p",
+        ) as w:  # fmt: skip
+            for img in rgb:
+                w.append_data(img)
+    else:
+        raise ValueError(f"cannot save video {path}: unknown suffix {ext!r} (.gif, .mp4, folder)")
+    return path
+
+
+def load_video(path) -> torch.Tensor:
+    """Read an MP4/GIF file or a folder of images into a float tensor ``[F, H, W, C]`` in
+    [0, 1] (C = 3, or 4 for images with alpha; dtype float32).
+
+    Raises FileNotFoundError for a missing path and ValueError for an empty folder, an
+    unreadable or corrupt file, or frames of different sizes.
+    """
+    import imageio.v2 as iio
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"video not found: {path}")
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in _IMAGE_EXT)
+        if not files:
+            raise ValueError(f"folder {path} holds no image files ({', '.join(_IMAGE_EXT)})")
+        imgs = []
+        for p in files:
+            try:
+                imgs.append(np.asarray(iio.imread(p)))
+            except Exception as e:
+                raise ValueError(f"cannot read image {p}: {e}") from e
+    else:
+        if os.path.getsize(path) == 0:
+            raise ValueError(f"cannot read video {path}: the file is empty")
+        try:
+            if path.suffix.lower() == ".gif":
+                imgs = list(iio.mimread(path, memtest=False))
+            else:
+                with iio.get_reader(path, format="FFMPEG") as r:
+                    imgs = [np.asarray(im) for im in r]
+        except Exception as e:
+            raise ValueError(f"cannot read video {path}: {type(e).__name__}: {e}") from e
+        if not imgs:
+            raise ValueError(f"cannot read video {path}: no frames")
+    imgs = [im[..., None].repeat(3, -1) if im.ndim == 2 else im for im in imgs]
+    shapes = {im.shape for im in imgs}
+    if len(shapes) != 1:
+        raise ValueError(f"frames of {path} have different shapes: {sorted(shapes)}")
+    a = np.stack(imgs)
+    scale = 65535.0 if a.dtype == np.uint16 else 255.0
+    return torch.from_numpy(a.astype(np.float32) / scale)
