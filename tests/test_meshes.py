@@ -201,6 +201,39 @@ def test_extrude_non_convex_polygon(clockwise):
     assert not np.any((c[:, 0] > 1 + 1e-9) & (c[:, 1] > 1 + 1e-9))
 
 
+def test_triangulate_recovers_boundary_segments():
+    # long thin legs: a plain Delaunay of the boundary points bridges the gaps between them
+    comb = walker_profile(legs=4, leg_width=0.05, leg_length=0.8)
+    for interior in (False, True):
+        pts, tri = triangulate_polygon(comb, spacing=1.0, interior=interior)
+        assert triangle_areas(np.column_stack([pts, np.zeros(len(pts))]), tri).sum() == (
+            pytest.approx(polygon_area(comb), rel=1e-12)
+        )
+        # the boundary points come first, in order; each consecutive pair is a boundary edge
+        edges = {tuple(e) for e in _boundary_edges(tri).tolist()}
+        nb = len(edges)
+        assert all(tuple(sorted((i, (i + 1) % nb))) in edges for i in range(nb))
+        v, t = extrude_profile(comb, thickness=0.1, spacing=1.0, interior=interior)
+        assert_valid_closed_solid(v, t)
+
+
+def test_drop_flat_tets():
+    from gradsim_taichi.meshes.tet_primitives import _drop_flat_tets
+
+    # a square pyramid on top of a flat tet made of its (coplanar) base
+    x = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0.5, 0.5, 1.0]])
+    t = np.array([[0, 1, 2, 4], [0, 2, 3, 4], [0, 1, 2, 3]])
+    kept = _drop_flat_tets(x, t)
+    np.testing.assert_array_equal(kept, t[:2])
+    assert_valid_closed_solid(x, orient_tets(x, kept))
+    # a flat tet inside the point set cannot be dropped without a crack
+    from scipy.spatial import Delaunay
+
+    g = np.stack(np.meshgrid(*[np.arange(3.0)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    with pytest.raises(ValueError, match="flat tet inside"):
+        _drop_flat_tets(g, Delaunay(g).simplices)
+
+
 def test_extrude_without_interior_points():
     square = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], dtype=float)
     v, t = extrude_profile(square, thickness=1.0, layers=3, spacing=0.5, interior=False)

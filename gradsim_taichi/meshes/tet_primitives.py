@@ -187,7 +187,7 @@ def _drop_flat_tets(points, tets, rtol: float = 1e-6):
     for t in tets[flat]:
         keys = [tuple(sorted(t[list(f)])) for f in ((0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3))]
         if not any(k in hull for k in keys):
-            raise ValueError(f"Delaunay produced a flat tet inside the ball: {t.tolist()}")
+            raise ValueError(f"Delaunay produced a flat tet inside the point set: {t.tolist()}")
     return tets[~flat]
 
 
