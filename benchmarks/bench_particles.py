@@ -1,0 +1,394 @@
+"""Particle benchmark: a 64x64 cloth-like grid of springs falling onto the ground.
+
+The engine (Taichi kernels, checkpointed backward) against a vectorized plain-PyTorch
+implementation of the same model (``torch_particles_reference.py``, torch autograd
+for the backward), both in this process on 2 CPU threads, in float64 and float32.
+
+Scene: 64 x 64 particles (0.01 kg each) in the xz plane, 1 m wide, at y = 0.5 m,
+joined by structural, shear and bend springs (23,938 springs, ke = 100 N/m,
+kd = 0.05 N s/m), ground contact ke = 1e3, kd = 1, kf = 10, mu = 0.5. The grid first
+falls for ``--drop-frames`` frames (untimed); the timed rollout of ``--frames``
+frames x 32 substeps starts from there, so the grid lands on the ground inside it.
+
+Before timing, the engine and the reference must agree: trajectory to rtol 1e-9
+(f64) and the gradients of a fixed random linear loss of the frame positions with
+respect to spring stiffness, spring damping, particle mass, contact ke / kf and the
+initial velocity (f64: 1e-8 of each gradient's largest entry; f32: 1e-3).
+
+Reported per precision: ms per substep of the forward rollout (reference under
+``torch.no_grad``) and of forward + backward (ours: ``sim.forward`` + ``sim.backward``,
+which recomputes each frame from its checkpoint; reference: forward with autograd
++ ``loss.backward()``), median of ``--repeats`` after a warm-up that compiles the
+kernels. Then the fraction of the memory-bandwidth floor reached (see
+:func:`substep_bytes`) and the stored state / peak RSS of checkpointed vs
+full-storage backward for 60 frames x 32 substeps (each in a fresh subprocess).
+
+    python benchmarks/bench_particles.py [--quick] [--json PATH] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
+os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from torch_particles_reference import (  # noqa: E402
+    TorchParticles,
+    cloth_grid,
+    scene_from_simulation,
+)
+
+import gradsim_taichi as gs  # noqa: E402
+
+THREADS = 2
+SUBSTEPS = 32
+MASS = 0.01
+SPRING_KE, SPRING_KD = 100.0, 0.05
+VEL_JITTER = 0.1
+CONTACT = dict(contact_ke=1e3, contact_kd=1.0, contact_kf=10.0, contact_mu=0.5)
+# Gradients compared between the engine and the reference (the engine computes all).
+GRAD_NAMES = ("spring_stiffness", "spring_damping", "mass", "contact_ke", "contact_kf",
+              "initial_velocity")
+TOL = {"f64": dict(traj=1e-9, grad=1e-8), "f32": dict(traj=1e-4, grad=1e-3)}
+
+
+# ---- scene ------------------------------------------------------------------------------
+def make_builder(n: int, height: float = 0.5, width: float = 1.0) -> gs.ModelBuilder:
+    """The grid with a random initial velocity (0.1 m/s per component) so that it wrinkles:
+    a uniform fall would never stretch a spring (zero stiffness gradients)."""
+    pos, pairs = cloth_grid(n, width, height)
+    vel = np.random.default_rng(1).normal(0.0, VEL_JITTER, pos.shape)
+    b = gs.ModelBuilder(particle_radius=0.01, **CONTACT)
+    b.add_particles(pos, velocities=vel, mass=MASS)
+    b.add_springs(pairs, stiffness=SPRING_KE, damping=SPRING_KD)
+    return b
+
+
+def make_simulation(n: int, frames: int, drop_frames: int, checkpoint: bool = True):
+    """The benchmark Simulation; its initial state is the grid after ``drop_frames`` frames
+    of free fall from y = 0.5 (so the timed rollout contains the impact)."""
+    b = make_builder(n)
+    if drop_frames:
+        drop = gs.Simulation(b.finalize(), frames=drop_frames, substeps=SUBSTEPS)
+        x = drop.forward()["particles"][-1]
+        v = drop.model.particles.vc.to_numpy()[-1]
+    sim = gs.Simulation(b.finalize(), frames=frames, substeps=SUBSTEPS, checkpoint=checkpoint)
+    if drop_frames:
+        sim.set_param("initial_position", x)
+        sim.set_param("initial_velocity", v)
+    return sim
+
+
+def loss_weights(frames: int, n_particles: int, seed: int = 0) -> np.ndarray:
+    """dL/d(frame positions) of the linear loss L = sum(w * X)."""
+    return np.random.default_rng(seed).standard_normal((frames + 1, n_particles, 3))
+
+
+# ---- agreement check --------------------------------------------------------------------
+def reference_grads(ref: TorchParticles, w: np.ndarray, names=GRAD_NAMES):
+    leaves = {name: ref.tensor(name, requires_grad=True) for name in names}
+    out = ref.rollout(leaves)
+    (out * torch.as_tensor(w, dtype=ref.dtype)).sum().backward()
+    return out.detach().numpy(), {k: t.grad.numpy().astype(np.float64) for k, t in leaves.items()}
+
+
+def compare(sim, ref: TorchParticles, w: np.ndarray, precision: str) -> dict:
+    """Run both, return the worst relative errors; raise if they disagree."""
+    ours = sim.forward()["particles"]
+    sim.backward({"particles": w.astype(ours.dtype)})
+    traj, grads = reference_grads(ref, w)
+    tol = TOL[precision]
+    scale = np.abs(traj).max()
+    errors = {"trajectory": float(np.abs(ours - traj).max() / scale)}
+    for name, g_ref in grads.items():
+        g = sim.param_grad(name).astype(np.float64).reshape(g_ref.shape)
+        errors[name] = float(np.abs(g - g_ref).max() / max(np.abs(g_ref).max(), 1e-300))
+    bad = {k: e for k, e in errors.items()
+           if e > (tol["traj"] if k == "trajectory" else tol["grad"]) or not np.isfinite(e)}
+    if bad:
+        raise AssertionError(f"{precision}: engine and torch reference disagree: {bad}")
+    return errors
+
+
+# ---- timing -----------------------------------------------------------------------------
+def median_time(fn, repeats: int) -> float:
+    """Median wall time of ``repeats`` calls of ``fn``."""
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def time_cases(sim, ref: TorchParticles, w: np.ndarray, repeats: int) -> dict:
+    """Seconds per substep of ours / the reference, forward and forward+backward.
+
+    The four measurements are interleaved repeat by repeat, so that a load change on a
+    shared machine hits ours and the reference alike; each is the median of ``repeats``
+    after one warm-up call (which compiles the kernels and their adjoints)."""
+    steps = sim.frames * sim.substeps
+    g = {"particles": w.astype(gs.runtime.np_dtype())}
+    wt = torch.as_tensor(w, dtype=ref.dtype)
+
+    def ours_fwd_bwd():
+        sim.forward()
+        sim.backward(g)
+
+    def ref_fwd():
+        with torch.no_grad():
+            ref.rollout()
+
+    def ref_fwd_bwd():
+        leaves = {name: ref.tensor(name, requires_grad=True) for name in GRAD_NAMES}
+        (ref.rollout(leaves) * wt).sum().backward()
+
+    fns = {"ours fwd": sim.forward, "ours fwd+bwd": ours_fwd_bwd,
+           "ref fwd": ref_fwd, "ref fwd+bwd": ref_fwd_bwd}
+    for fn in fns.values():
+        fn()
+    times = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) / steps for k, v in times.items()}
+
+
+# ---- memory-bandwidth floor ------------------------------------------------------------
+def copy_bandwidth(mbytes: int = 256, repeats: int = 5) -> float:
+    """Bytes/s of a large numpy copy (read + write counted)."""
+    src = np.ones(mbytes * 2**20 // 8)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    t = median_time(lambda: np.copyto(dst, src), repeats)
+    return 2 * src.nbytes / t
+
+
+def substep_bytes(n: int, s: int, itemsize: int) -> dict:
+    """Bytes one substep must move between memory and the cores, at minimum.
+
+    Forward (a fused step; R = float size, N particles, S springs):
+      particle state  read x, v and write x', v'            12 N R
+      forces          written by the force models, read by
+                      the integrator                          6 N R
+      per particle    mass, external force                    4 N R, pinned flag 4 N
+      per spring      two int32 ends 8 S, ke, kd, rest        3 S R
+    Backward (adjoint of one substep, state read from storage, no recomputation):
+      primal state x, v read                                  6 N R
+      adjoints of x', v' read, of x, v written               12 N R
+      force adjoint written and read                          6 N R
+      mass, external force read; their gradients r + w       12 N R, pinned 4 N
+      spring ends, parameters read; parameter gradients r + w 8 S + 9 S R
+    The checkpointed backward also recomputes each frame's forward; the floor does
+    not count that (it is the price of storing frames*N instead of frames*substeps*N).
+    """
+    fwd = 22 * n * itemsize + 4 * n + 8 * s + 3 * s * itemsize
+    bwd = 36 * n * itemsize + 4 * n + 8 * s + 9 * s * itemsize
+    return {"fwd": fwd, "fwd+bwd": fwd + bwd}
+
+
+# ---- memory of checkpointed vs full storage ----------------------------------------------
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def memory_child(n: int, checkpoint: bool, frames: int) -> dict:
+    init("f64")
+    b = make_builder(n)
+    try:  # reset the peak-RSS mark (Linux >= 4.0), so VmHWM measures from here
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+    base = _rss_kib("VmRSS")
+    sim = gs.Simulation(b.finalize(), frames=frames, substeps=SUBSTEPS, checkpoint=checkpoint)
+    t = time.perf_counter()
+    out = sim.forward()["particles"]
+    sim.backward({"particles": loss_weights(frames, out.shape[1]).astype(out.dtype)})
+    elapsed = time.perf_counter() - t
+    g = sim.param_grad("spring_stiffness")
+    return {"checkpoint": checkpoint, "stored_state_bytes": sim.stored_state_bytes(),
+            "peak_rss_delta_bytes": (_rss_kib("VmHWM") - base) * 1024,
+            "fwd_bwd_s": elapsed, "grad_stiffness_sum": float(g.sum())}
+
+
+def measure_memory(n: int, frames: int) -> list[dict]:
+    rows = []
+    for mode in ("checkpoint", "full"):
+        cmd = [sys.executable, os.path.abspath(__file__), "--_memory-child", mode,
+               "--n", str(n), "--memory-frames", str(frames)]
+        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
+    return rows
+
+
+# ---- per-kernel profile --------------------------------------------------------------------
+def profile_kernels(sim, repeats: int = 200) -> dict:
+    """Seconds per launch of each kernel of a substep (and its adjoint), from back-to-back
+    launches on row 0 (ti.sync() at the end; includes ~20 us launch cost)."""
+    import taichi as ti
+    from gradsim_taichi.solvers.ground_contact import GroundContact
+    from gradsim_taichi.solvers.springs import Springs
+
+    p = sim.model.particles
+    forces = {type(f): f for f in sim.model.forces}
+    springs, contact = forces[Springs], forces[GroundContact]
+    dt = sim.dt
+    sim.forward()
+    kernels = {
+        "springs.apply": lambda: springs.apply(p.x, p.v, p.f, 0),
+        "contact.apply": lambda: contact.apply(p.x, p.v, p.f, 0),
+        "integrate": lambda: p.integrate(0, 0, dt),
+        "springs.apply.grad": lambda: springs.apply.grad(p.x, p.v, p.f, 0),
+        "contact.apply.grad": lambda: contact.apply.grad(p.x, p.v, p.f, 0),
+        "integrate.grad": lambda: p.integrate.grad(0, 0, dt),
+        "f.fill(0) (per frame)": lambda: p.f.fill(0),
+        "seed_segment (per frame)": lambda: p.seed_segment(0, 1, sim.substeps),
+    }
+    out = {}
+    for name, fn in kernels.items():
+        fn()
+        ti.sync()
+        t = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        ti.sync()
+        out[name] = (time.perf_counter() - t) / repeats
+    return out
+
+
+# ---- main ---------------------------------------------------------------------------------
+def init(precision: str) -> None:
+    import taichi as ti
+
+    gs.init(arch="cpu", threads=THREADS, precision=precision)
+    # set_param hands float64 arrays to float32 fields: silence the precision warnings
+    ti.set_logging_level(ti.ERROR)
+
+
+def run_precision(precision, args, bandwidth):
+    init(precision)
+    sim = make_simulation(args.n, args.frames, args.drop_frames)
+    dtype = torch.float64 if precision == "f64" else torch.float32
+    ref = TorchParticles(scene_from_simulation(sim), dtype=dtype)
+    w = loss_weights(args.frames, sim.model.particle_count)
+    errors = compare(sim, ref, w, precision)
+    print(f"[{precision}] engine vs torch reference, max relative error: "
+          + ", ".join(f"{k} {e:.1e}" for k, e in errors.items()), flush=True)
+    t = time_cases(sim, ref, w, args.repeats)
+    ours_f, ours_fb, ref_f, ref_fb = (t["ours fwd"], t["ours fwd+bwd"], t["ref fwd"],
+                                      t["ref fwd+bwd"])
+    springs = len(ref.i)
+    nbytes = substep_bytes(sim.model.particle_count, springs, 8 if precision == "f64" else 4)
+    cases = [
+        {"case": f"{precision} fwd", "ours_s": ours_f, "reference_s": ref_f,
+         "speedup": ref_f / ours_f},
+        {"case": f"{precision} fwd+bwd", "ours_s": ours_fb, "reference_s": ref_fb,
+         "speedup": ref_fb / ours_fb},
+    ]
+    floors = []
+    for case, key, t in ((cases[0], "fwd", ours_f), (cases[1], "fwd+bwd", ours_fb)):
+        floor = nbytes[key] / bandwidth
+        floors.append({"case": case["case"], "bytes": nbytes[key], "floor_s": floor,
+                       "fraction": floor / t})
+    profile = profile_kernels(sim) if args.profile else None
+    return cases, floors, profile, springs
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="32x32 grid, fewer repeats")
+    ap.add_argument("--json", metavar="PATH", help="write the cases as JSON")
+    ap.add_argument("--profile", action="store_true", help="time each kernel of a substep")
+    ap.add_argument("--n", type=int, default=None, help="grid side (default 64; quick 32)")
+    ap.add_argument("--frames", type=int, default=None, help="timed frames (default 4)")
+    ap.add_argument("--drop-frames", type=int, default=19, help="untimed fall before timing")
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--memory-frames", type=int, default=60)
+    ap.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
+    ap.add_argument("--precisions", default="f64,f32")
+    ap.add_argument("--_memory-child", dest="memory_child", choices=("checkpoint", "full"),
+                    help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    args.n = args.n or (32 if args.quick else 64)
+    if args.memory_child:
+        print(json.dumps(memory_child(args.n, args.memory_child == "checkpoint",
+                                      args.memory_frames)))
+        return
+    args.frames = args.frames or (2 if args.quick else 4)
+    args.repeats = args.repeats or (3 if args.quick else 5)
+    torch.set_num_threads(THREADS)
+
+    bandwidth = copy_bandwidth(64 if args.quick else 256)
+    all_cases, all_floors, profiles = [], [], {}
+    for precision in args.precisions.split(","):
+        cases, floors, profile, springs = run_precision(precision, args, bandwidth)
+        all_cases += cases
+        all_floors += floors
+        if profile:
+            profiles[precision] = profile
+
+    print(f"\n{args.n}x{args.n} particles, {springs} springs, {args.frames} frames x {SUBSTEPS} "
+          f"substeps, {THREADS} threads (torch {torch.__version__})")
+    print(f"{'case':<14} {'ours ms/substep':>16} {'reference ms/substep':>21} {'speedup':>8}")
+    for c in all_cases:
+        print(f"{c['case']:<14} {1e3 * c['ours_s']:>16.3f} {1e3 * c['reference_s']:>21.3f} "
+              f"{c['speedup']:>7.2f}x")
+    targets = {"f64 fwd+bwd": 5.0, "f32 fwd+bwd": 3.0}
+    for c in all_cases:
+        if c["case"] in targets:
+            ok = c["speedup"] >= targets[c["case"]]
+            print(f"target {c['case']} >= {targets[c['case']]:.0f}x: "
+                  f"{'met' if ok else 'MISSED'} ({c['speedup']:.2f}x)")
+
+    print(f"\nmemory-bandwidth floor (numpy copy {bandwidth / 1e9:.2f} GB/s, 1 thread; "
+          "bytes per substep in substep_bytes())")
+    for f in all_floors:
+        print(f"{f['case']:<14} {f['bytes'] / 1e6:6.2f} MB/substep  floor "
+              f"{1e3 * f['floor_s']:.3f} ms  ->  {100 * f['fraction']:.1f}% of the floor")
+
+    for precision, prof in profiles.items():
+        print(f"\nper-kernel time, {precision} (ms per launch; a substep launches each "
+              "of the first six once)")
+        for name, t in prof.items():
+            print(f"  {name:<26} {1e3 * t:8.3f}")
+
+    memory = None
+    if not args.no_memory:
+        memory = measure_memory(args.n, args.memory_frames)
+        print(f"\nbackward memory, {args.memory_frames} frames x {SUBSTEPS} substeps, "
+              f"{args.n}x{args.n} grid, f64 (each mode in a fresh process)")
+        for m in memory:
+            mode = "checkpointed" if m["checkpoint"] else "full storage"
+            print(f"  {mode:<13} stored state {m['stored_state_bytes'] / 2**20:9.1f} MiB   "
+                  f"peak RSS delta {m['peak_rss_delta_bytes'] / 2**20:9.1f} MiB   "
+                  f"fwd+bwd {m['fwd_bwd_s']:.2f} s")
+        ratio = memory[1]["stored_state_bytes"] / memory[0]["stored_state_bytes"]
+        print(f"  full / checkpointed stored state: {ratio:.1f}x")
+
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"cases": all_cases}, fh, indent=2)
+        print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
