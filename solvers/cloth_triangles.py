@@ -1,0 +1,147 @@
+"""Triangle membrane FEM for cloth: the reference's (dFlex ``eval_triangles``) model.
+
+Per triangle with rest area ``A0``, inverse rest matrix ``Dm`` (2x2, from an in-plane
+basis of the rest triangle) and deformation gradient ``F = [x1 - x0, x2 - x0] Dm``
+(3x2), the elastic energy is
+
+    E = A0 (ke / 2 |F|^2 + ka / 2 (J - alpha + a)^2),   J = area / A0,  alpha = 1 + ke / ka
+
+a neo-Hookean-like membrane that is stress free at rest (``alpha`` cancels the
+``|F|^2`` term's pull at ``J = 1``). ``a`` is the triangle's activation of the current
+frame: it moves the area term's target from ``alpha`` to ``alpha - a`` (a > 0
+contracts the triangle, as in the reference). Damping acts on the area rate:
+``f = -kd A0 (dJ/dt) dJ/dx``. Both terms are invariant under rigid motion and use
+relative velocities only.
+
+Compression and inversion: the area uses the unsigned cross product with a tiny
+floor (``|n| = sqrt(n.n + 1e-30)``) and the unit normal is ``n / |n|``, so a triangle
+squashed to a line or a point gives finite forces (the area term then vanishes and the
+linear ``ke`` term plus the neighbours restore it). A triangle flipped in 3D is a
+rotated triangle, so it is at rest.
+"""
+
+import numpy as np
+import taichi as ti
+
+from gradsim_taichi import runtime
+from gradsim_taichi.params import Param, field_param
+
+
+def triangle_rest_pose(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray):
+    """Inverse rest matrices ``Dm`` [T, 2, 2] and rest areas [T] of triangles with
+    vertices ``x0, x1, x2`` (each [T, 3]), as the reference computes them: the rest
+    edges ``x1 - x0`` and ``x2 - x0`` expressed in the basis ``e1 = normalize(x1 - x0)``,
+    ``e2 = n x e1``."""
+    qp = np.asarray(x1, dtype=np.float64) - x0
+    rp = np.asarray(x2, dtype=np.float64) - x0
+    n = np.cross(qp, rp)
+    nlen = np.linalg.norm(n, axis=1)
+    qlen = np.linalg.norm(qp, axis=1)
+    bad = np.nonzero((nlen <= 0) | (qlen <= 0))[0]
+    if len(bad):
+        raise ValueError(f"triangle {bad[0]} has zero rest area; every triangle needs area > 0")
+    n = n / nlen[:, None]
+    e1 = qp / qlen[:, None]
+    e2 = np.cross(n, e1)
+    d = np.empty((len(qp), 2, 2))
+    d[:, 0, 0] = np.einsum("ij,ij->i", e1, qp)
+    d[:, 0, 1] = np.einsum("ij,ij->i", e1, rp)
+    d[:, 1, 0] = np.einsum("ij,ij->i", e2, qp)
+    d[:, 1, 1] = np.einsum("ij,ij->i", e2, rp)
+    return np.linalg.inv(d), 0.5 * nlen
+
+
+@ti.data_oriented
+class ClothTriangles:
+    """Particle force model: membrane elasticity, area damping and activation of triangles.
+
+    Args:
+        triangles: [T, 3] particle indices.
+        rest_positions: particle positions [N, 3] defining the rest shape.
+        ke: stretch stiffness (the reference's ``tri_ke``, a Lame mu per unit area) [T].
+        ka: area stiffness (``tri_ka``, a Lame lambda) [T], > 0.
+        kd: area damping (``tri_kd``) [T].
+
+    Learnable: ``tri_ke``, ``tri_ka``, ``tri_kd`` [T] and ``tri_activation`` [frames, T].
+    """
+
+    def __init__(self, triangles, rest_positions, ke, ka, kd):
+        real = runtime.real()
+        tris = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
+        x = np.asarray(rest_positions, dtype=np.float64)
+        dm, area = triangle_rest_pose(x[tris[:, 0]], x[tris[:, 1]], x[tris[:, 2]])
+        self.count = len(tris)
+        self.tris = ti.Vector.field(3, ti.i32, shape=self.count)
+        self.pose = ti.Matrix.field(2, 2, real, shape=self.count)
+        self.rest_area = ti.field(real, self.count)
+        self.ke = ti.field(real, self.count, needs_grad=True)
+        self.ka = ti.field(real, self.count, needs_grad=True)
+        self.kd = ti.field(real, self.count, needs_grad=True)
+        dtype = runtime.np_dtype()
+        self.tris.from_numpy(tris.astype(np.int32))
+        self.pose.from_numpy(dm.astype(dtype))
+        self.rest_area.from_numpy(area.astype(dtype))
+        self.ke.from_numpy(np.asarray(ke, dtype=dtype))
+        self.ka.from_numpy(np.asarray(ka, dtype=dtype))
+        self.kd.from_numpy(np.asarray(kd, dtype=dtype))
+        self.frames = 0
+        self.act = None
+
+    def allocate(self, rows: int, frames: int) -> None:
+        """Per-frame activations ``[frames, T]`` (zero: the rest shape)."""
+        self.frames = frames
+        self.act = ti.field(runtime.real(), shape=(frames, self.count), needs_grad=True)
+
+    def params(self) -> list[Param]:
+        return [
+            field_param("tri_ke", self.ke, "cloth stretch stiffness [N/m], per triangle",
+                        nonnegative=True),
+            field_param("tri_ka", self.ka, "cloth area stiffness [N/m], per triangle",
+                        positive=True),
+            field_param("tri_kd", self.kd, "cloth area damping [N s/m], per triangle",
+                        nonnegative=True),
+            field_param("tri_activation", self.act,
+                        "cloth triangle activation (area target shift), (frames, T)"),
+        ]
+
+    def zero_grads(self) -> None:
+        for field in (self.ke, self.ka, self.kd, self.act):
+            field.grad.fill(0)
+
+    @ti.kernel
+    def apply_frame(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32,
+                    frame: ti.i32):
+        for t in range(self.count):
+            i = self.tris[t][0]
+            j = self.tris[t][1]
+            k = self.tris[t][2]
+            p = x[row, i]
+            qp = x[row, j] - p
+            rp = x[row, k] - p
+            vp = v[row, i]
+            vq = v[row, j] - vp
+            vr = v[row, k] - vp
+            dm = self.pose[t]
+            a0 = self.rest_area[t]
+            k_mu = self.ke[t] * a0
+            k_lambda = self.ka[t] * a0
+            k_damp = self.kd[t] * a0
+            # F = [qp, rp] Dm; the ke term's force is k_mu F Dm^T
+            f1 = qp * dm[0, 0] + rp * dm[1, 0]
+            f2 = qp * dm[0, 1] + rp * dm[1, 1]
+            fq = (f1 * dm[0, 0] + f2 * dm[0, 1]) * k_mu
+            fr = (f1 * dm[1, 0] + f2 * dm[1, 1]) * k_mu
+            alpha = 1.0 + self.ke[t] / self.ka[t]
+            n = qp.cross(rp)
+            nlen = ti.sqrt(n.dot(n) + 1e-30)  # floor keeps a collapsed triangle finite
+            nh = n / nlen
+            c = 0.5 * nlen / a0 - alpha + self.act[frame, t]
+            dcdq = rp.cross(nh) * (0.5 / a0)
+            dcdr = nh.cross(qp) * (0.5 / a0)
+            s = k_lambda * c + k_damp * (dcdq.dot(vq) + dcdr.dot(vr))
+            fq += dcdq * s
+            fr += dcdr * s
+            # fq, fr are dE/dx of the second and third vertex; forces are their negatives
+            f[row, i] += fq + fr
+            f[row, j] -= fq
+            f[row, k] -= fr
