@@ -1,0 +1,433 @@
+"""Rigid bodies: a system with its own state, stepped by one kernel per substep.
+
+State per body and buffer row: centre-of-mass position ``x``, orientation quaternion
+``q`` (w, x, y, z), linear velocity ``v`` and world angular velocity ``w``. The
+integrator is semi-implicit and works on the world angular momentum, which makes the
+gyroscopic term exact: ``L = R I R^T w``; ``L' = L + dt tau``; the orientation moves
+with ``w* = R I^-1 R^T L'`` (``q' = normalise(q + dt/2 [0, w*] q)``) and the new angular
+velocity is ``w' = R' I^-1 R'^T L'``. A torque-free body therefore conserves ``L`` to
+round-off while its ``w`` precesses. Inertia ``I = mass * inertia_scale * I_unit``
+(``I_unit``: the mesh's inertia per unit mass about its centre of mass).
+
+Frames: every body has a *mesh frame* (the coordinates its vertices were given in).
+``body_position`` / ``body_orientation`` place the mesh frame in the world at t = 0;
+the centre of mass sits at the mesh's geometric centre of mass plus
+``body_com_offset`` (mesh frame; the inertia about the COM is unchanged by it).
+Segment buffers and checkpoints follow :mod:`gradsim_taichi.solvers.particles`.
+"""
+
+import numpy as np
+import taichi as ti
+
+from gradsim_taichi import runtime
+from gradsim_taichi.params import Param, field_param
+from gradsim_taichi.solvers.rigid_contact import vertex_contact
+
+
+@ti.func
+def quat_to_mat(q):
+    """Rotation matrix of a unit quaternion (w, x, y, z)."""
+    w, x, y, z = q[0], q[1], q[2], q[3]
+    return ti.Matrix([
+        [1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - w * z), 2.0 * (x * z + w * y)],
+        [2.0 * (x * y + w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - w * x)],
+        [2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y)],
+    ])
+
+
+@ti.func
+def mv(a, v):
+    """a @ v for a 3x3 matrix, written out: Taichi's ``@`` builds the product in a mutable
+    local, whose adjoint compiles slowly and warns about reading unset variables."""
+    return ti.Vector([a[0, 0] * v[0] + a[0, 1] * v[1] + a[0, 2] * v[2],
+                      a[1, 0] * v[0] + a[1, 1] * v[1] + a[1, 2] * v[2],
+                      a[2, 0] * v[0] + a[2, 1] * v[1] + a[2, 2] * v[2]])
+
+
+@ti.func
+def mtv(a, v):
+    """a^T @ v for a 3x3 matrix."""
+    return ti.Vector([a[0, 0] * v[0] + a[1, 0] * v[1] + a[2, 0] * v[2],
+                      a[0, 1] * v[0] + a[1, 1] * v[1] + a[2, 1] * v[2],
+                      a[0, 2] * v[0] + a[1, 2] * v[1] + a[2, 2] * v[2]])
+
+
+@ti.func
+def omega_times_quat(o, q):
+    """The quaternion product [0, o] * q."""
+    return ti.Vector([
+        -o[0] * q[1] - o[1] * q[2] - o[2] * q[3],
+        o[0] * q[0] + o[1] * q[3] - o[2] * q[2],
+        o[1] * q[0] + o[2] * q[1] - o[0] * q[3],
+        o[2] * q[0] + o[0] * q[2] - o[1] * q[1],
+    ])
+
+
+def _field_bytes(*fields) -> int:
+    total = 0
+    for f in fields:
+        n = int(np.prod(f.shape)) * getattr(f, "n", 1) * getattr(f, "m", 1)
+        total += n
+    return total * np.dtype(runtime.np_dtype()).itemsize
+
+
+@ti.data_oriented
+class RigidBodySystem:
+    """All rigid bodies of a model as one system (name ``"rigid"``).
+
+    Built by :class:`gradsim_taichi.build_rigid.RigidBuilderMixin`; see the module doc
+    for the state and the integrator. ``meshes`` lists ``(vertex_offset, faces)`` per
+    body (faces index the body's own vertices) and ``faces`` holds all faces indexing
+    the concatenated output vertices, for renderers.
+    """
+
+    name = "rigid"
+
+    def __init__(self, ground, gravity, bodies: list, loads: list, impulses: list,
+                 com_forces: list = ()):
+        real = runtime.real()
+        dtype = runtime.np_dtype()
+        self.ground = ground
+        self.has_ground = ground is not None
+        self.nb = nb = len(bodies)
+        counts = [len(b["vertices"]) for b in bodies]
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.nv = nv = int(offsets[-1])
+        self.meshes = [(int(offsets[i]), np.asarray(b["faces"], dtype=np.int64))
+                       for i, b in enumerate(bodies)]
+        self.faces = np.concatenate([f + o for o, f in self.meshes])
+        self.vertex_body = np.repeat(np.arange(nb), counts)
+        self._loads_spec, self._impulse_spec = loads, impulses
+        self._com_force_spec = list(com_forces)
+        self.gravity = ti.Vector.field(3, real, shape=())
+        self.gravity.from_numpy(np.asarray(gravity, dtype=dtype))
+        # per body
+        self.mass = ti.field(real, nb, needs_grad=True)
+        self.iscale = ti.field(real, nb, needs_grad=True)
+        self.com_off = ti.Vector.field(3, real, nb, needs_grad=True)
+        self.com_geom = ti.Vector.field(3, real, nb)
+        self.i_unit = ti.Matrix.field(3, 3, real, nb)
+        self.i_unit_inv = ti.Matrix.field(3, 3, real, nb)
+        self.pos0 = ti.Vector.field(3, real, nb, needs_grad=True)
+        self.quat0 = ti.Vector.field(4, real, nb, needs_grad=True)
+        self.vel0 = ti.Vector.field(3, real, nb, needs_grad=True)
+        self.omega0 = ti.Vector.field(3, real, nb, needs_grad=True)
+        stack = lambda key: np.asarray([b[key] for b in bodies], dtype=dtype)  # noqa: E731
+        self.mass.from_numpy(stack("mass"))
+        self.iscale.from_numpy(np.ones(nb, dtype=dtype))
+        self.com_off.from_numpy(np.zeros((nb, 3), dtype=dtype))
+        self.com_geom.from_numpy(stack("com"))
+        i_unit = stack("inertia_unit")
+        self.i_unit.from_numpy(i_unit)
+        self.i_unit_inv.from_numpy(np.linalg.inv(i_unit).astype(dtype))
+        self.pos0.from_numpy(stack("position"))
+        self.quat0.from_numpy(stack("orientation"))
+        self.vel0.from_numpy(stack("velocity"))
+        self.omega0.from_numpy(stack("angular_velocity"))
+        # per vertex: position relative to the geometric COM (mesh frame) and body id
+        self.vlocal = ti.Vector.field(3, real, max(nv, 1))
+        self.vbody = ti.field(ti.i32, max(nv, 1))
+        rel = np.concatenate([b["vertices"] - b["com"] for b in bodies]).astype(dtype)
+        self.vlocal.from_numpy(rel)
+        self.vbody.from_numpy(self.vertex_body.astype(np.int32))
+        # point loads (forces at points or in the body frame) and impulses
+        self.nl, self.nk = len(loads), len(impulses)
+        self.load_body = ti.field(ti.i32, max(self.nl, 1))
+        self.load_point = ti.Vector.field(3, real, max(self.nl, 1))
+        self.load_flags = ti.Vector.field(2, real, max(self.nl, 1))  # (at point, body frame)
+        self.imp_body = ti.field(ti.i32, max(self.nk, 1))
+        self.imp_point = ti.Vector.field(3, real, max(self.nk, 1))
+        self.imp_flags = ti.Vector.field(2, real, max(self.nk, 1))
+        self.imp_window = ti.Vector.field(2, real, max(self.nk, 1))  # (start, duration) [s]
+        self.impulse = ti.Vector.field(3, real, max(self.nk, 1), needs_grad=True)
+        for spec, body, point, flags in ((loads, self.load_body, self.load_point,
+                                          self.load_flags),
+                                         (impulses, self.imp_body, self.imp_point,
+                                          self.imp_flags)):
+            if spec:
+                body.from_numpy(np.asarray([s["body"] for s in spec], dtype=np.int32))
+                point.from_numpy(np.asarray(
+                    [np.zeros(3) if s["point"] is None else s["point"] - bodies[s["body"]]["com"]
+                     for s in spec], dtype=dtype))
+                flags.from_numpy(np.asarray(
+                    [[s["point"] is not None, s["frame"] == "body"] for s in spec], dtype=dtype))
+        if impulses:
+            self.imp_window.from_numpy(np.asarray([[s["start"], s["duration"]]
+                                                   for s in impulses], dtype=dtype))
+            self.impulse.from_numpy(np.asarray([s["impulse"] for s in impulses], dtype=dtype))
+        self.rows = self.frames = 0
+        self._first = 0
+
+    # ---- storage -------------------------------------------------------------------
+    def allocate(self, rows: int, frames: int) -> None:
+        """Segment buffers of ``rows`` substeps, ``frames + 1`` checkpoints, per-frame loads."""
+        real = runtime.real()
+        nb = self.nb
+        self.rows, self.frames = rows, frames
+        vec = lambda n, shape, grad=True: ti.Vector.field(n, real, shape, needs_grad=grad)  # noqa
+        self.x, self.v, self.w = (vec(3, (rows, nb)) for _ in range(3))
+        self.q = vec(4, (rows, nb))
+        self.fsum, self.tsum = vec(3, (rows, nb)), vec(3, (rows, nb))
+        self.xc, self.vc, self.wc = (vec(3, (frames + 1, nb), False) for _ in range(3))
+        self.qc = vec(4, (frames + 1, nb), False)
+        self.ext_f, self.ext_t = vec(3, (frames, nb)), vec(3, (frames, nb))
+        self.load_force = vec(3, (frames, max(self.nl, 1)))
+        self.verts = vec(3, (frames + 1, max(self.nv, 1)))
+        ext = np.zeros((frames, nb, 3))
+        lf = np.zeros((frames, max(self.nl, 1), 3))
+        for l, s in enumerate(self._loads_spec):
+            lf[_frame_indices(s["frames"], frames), l] += s["force"]
+        for s in self._com_force_spec:
+            ext[_frame_indices(s["frames"], frames), s["body"]] += s["force"]
+        dtype = runtime.np_dtype()
+        self.ext_f.from_numpy(ext.astype(dtype))
+        self.load_force.from_numpy(lf.astype(dtype))
+
+    def state_bytes(self) -> int:
+        """Bytes of stored state (values and adjoints) of the buffers and checkpoints."""
+        buffers = _field_bytes(self.x, self.v, self.w, self.q, self.fsum, self.tsum)
+        return 2 * buffers + _field_bytes(self.xc, self.vc, self.wc, self.qc)
+
+    def params(self) -> list[Param]:
+        nb, frames = self.nb, self.frames
+        out = [
+            field_param("body_mass", self.mass, "rigid body mass [kg], [B]", positive=True),
+            field_param("body_inertia_scale", self.iscale,
+                        "factor on each body's inertia tensor, [B]", positive=True),
+            field_param("body_com_offset", self.com_off,
+                        "centre-of-mass shift from the mesh's, mesh frame [m], [B, 3]"),
+            field_param("body_position", self.pos0,
+                        "world position of each mesh frame's origin at t=0 [m], [B, 3]"),
+            _quat_param(self.quat0, nb),
+            field_param("body_velocity", self.vel0,
+                        "centre-of-mass velocity at t=0 [m/s], [B, 3]"),
+            field_param("body_angular_velocity", self.omega0,
+                        "world angular velocity at t=0 [rad/s], [B, 3]"),
+            field_param("body_force", self.ext_f,
+                        "world force at the centre of mass per frame [N], [frames, B, 3]"),
+            field_param("body_torque", self.ext_t,
+                        "world torque per frame [N m], [frames, B, 3]"),
+        ]
+        if self.nl:
+            out.append(field_param("body_point_force", self.load_force,
+                                   "per-frame force of each add_body_force load (its own "
+                                   "point and frame) [N], [frames, L, 3]",
+                                   shape=(frames, self.nl, 3)))
+        if self.nk:
+            out.append(field_param("body_impulse", self.impulse,
+                                   "impulse of each add_body_impulse [N s], [K, 3]",
+                                   shape=(self.nk, 3)))
+        return out
+
+    # ---- forward ---------------------------------------------------------------------
+    @ti.kernel
+    def _init_state(self):
+        """Row 0 from the initial-state parameters (differentiable)."""
+        for b in range(self.nb):
+            q = self.quat0[b].normalized()
+            rot = quat_to_mat(q)
+            self.x[0, b] = self.pos0[b] + mv(rot, self.com_geom[b] + self.com_off[b])
+            self.q[0, b] = q
+            self.v[0, b] = self.vel0[b]
+            self.w[0, b] = self.omega0[b]
+
+    @ti.kernel
+    def _begin_segment(self, frame: ti.i32, from_checkpoint: ti.i32):
+        for b in range(self.nb):
+            if from_checkpoint:
+                self.x[0, b] = self.xc[frame, b]
+                self.q[0, b] = self.qc[frame, b]
+                self.v[0, b] = self.vc[frame, b]
+                self.w[0, b] = self.wc[frame, b]
+            else:
+                self.xc[0, b] = self.x[0, b]
+                self.qc[0, b] = self.q[0, b]
+                self.vc[0, b] = self.v[0, b]
+                self.wc[0, b] = self.w[0, b]
+        for r, b in ti.ndrange(self.rows, self.nb):  # force accumulators start at zero
+            self.fsum[r, b] = ti.Vector([0.0, 0.0, 0.0])
+            self.tsum[r, b] = ti.Vector([0.0, 0.0, 0.0])
+
+    def load(self, frame: int) -> None:
+        """Start a segment at ``frame``: frame 0 comes from the parameters, later frames
+        from their checkpoints. Also clears the segment's force accumulators."""
+        self._first = int(frame)
+        if frame == 0:
+            self._init_state()
+            self._begin_segment(0, 0)
+        else:
+            self._begin_segment(frame, 1)
+
+    def clear_segment(self) -> None:
+        pass  # done by load(), saving a kernel launch per frame
+
+    def _time(self, row: int, dt: float) -> float:
+        # Segments hold one frame of rows-1 substeps (checkpointing) or start at frame 0.
+        return (self._first * (self.rows - 1) + row) * dt
+
+    def step(self, row: int, frame: int, dt: float) -> None:
+        self._step(row, frame, dt, self._time(row, dt))
+
+    def step_grad(self, row: int, frame: int, dt: float) -> None:
+        self._step.grad(row, frame, dt, self._time(row, dt))
+
+    @ti.kernel
+    def _step(self, row: ti.i32, frame: ti.i32, dt: float, t: float):
+        """Contact, loads and impulses (atomic adds into the bodies), then integration.
+        Top-level loops only: the adjoint kernel runs them in reverse order."""
+        if ti.static(self.has_ground and self.nv > 0):
+            for i in range(self.nv):
+                b = self.vbody[i]
+                rot = quat_to_mat(self.q[row, b])
+                f, tau = vertex_contact(self.ground, self.x[row, b], rot, self.v[row, b],
+                                        self.w[row, b], self.vlocal[i] - self.com_off[b])
+                self.fsum[row, b] += f
+                self.tsum[row, b] += tau
+        if ti.static(self.nl > 0):
+            for l in range(self.nl):
+                b = self.load_body[l]
+                rot = quat_to_mat(self.q[row, b])
+                flags = self.load_flags[l]
+                f_in = self.load_force[frame, l]
+                f = flags[1] * mv(rot, f_in) + (1.0 - flags[1]) * f_in
+                r = flags[0] * mv(rot, self.load_point[l] - self.com_off[b])
+                self.fsum[row, b] += f
+                self.tsum[row, b] += r.cross(f)
+        if ti.static(self.nk > 0):
+            for k in range(self.nk):
+                b = self.imp_body[k]
+                rot = quat_to_mat(self.q[row, b])
+                flags = self.imp_flags[k]
+                start, length = self.imp_window[k][0], self.imp_window[k][1]
+                overlap = ti.max(0.0, ti.min(t + dt, start + length) - ti.max(t, start))
+                f_in = self.impulse[k] * (overlap / (dt * length))
+                f = flags[1] * mv(rot, f_in) + (1.0 - flags[1]) * f_in
+                r = flags[0] * mv(rot, self.imp_point[k] - self.com_off[b])
+                self.fsum[row, b] += f
+                self.tsum[row, b] += r.cross(f)
+        for b in range(self.nb):
+            m = self.mass[b]
+            ms = m * self.iscale[b]
+            q = self.q[row, b]
+            rot = quat_to_mat(q)
+            force = self.fsum[row, b] + self.ext_f[frame, b] + m * self.gravity[None]
+            torque = self.tsum[row, b] + self.ext_t[frame, b]
+            v1 = self.v[row, b] + (dt / m) * force
+            self.v[row + 1, b] = v1
+            self.x[row + 1, b] = self.x[row, b] + dt * v1
+            ang = mv(rot, ms * mv(self.i_unit[b], mtv(rot, self.w[row, b])))
+            ang1 = ang + dt * torque
+            inv = self.i_unit_inv[b] / ms
+            w_mid = mv(rot, mv(inv, mtv(rot, ang1)))
+            q1 = (q + (0.5 * dt) * omega_times_quat(w_mid, q)).normalized()
+            rot1 = quat_to_mat(q1)
+            self.q[row + 1, b] = q1
+            self.w[row + 1, b] = mv(rot1, mv(inv, mtv(rot1, ang1)))
+
+    @ti.kernel
+    def save(self, frame: ti.i32, row: ti.i32):
+        """Buffer ``row`` -> checkpoint ``frame``."""
+        for b in range(self.nb):
+            self.xc[frame, b] = self.x[row, b]
+            self.qc[frame, b] = self.q[row, b]
+            self.vc[frame, b] = self.v[row, b]
+            self.wc[frame, b] = self.w[row, b]
+
+    @ti.kernel
+    def _emit_row(self, frame: ti.i32, row: ti.i32):
+        """World vertices of buffer ``row`` -> output ``frame`` (its adjoint seeds the
+        state's adjoint from dL/d(vertices))."""
+        for i in range(self.nv):
+            b = self.vbody[i]
+            rot = quat_to_mat(self.q[row, b])
+            self.verts[frame, i] = self.x[row, b] + mv(rot, self.vlocal[i] - self.com_off[b])
+
+    @ti.kernel
+    def _emit_checkpoints(self):
+        for f, i in ti.ndrange(self.frames + 1, self.nv):
+            b = self.vbody[i]
+            rot = quat_to_mat(self.qc[f, b])
+            self.verts[f, i] = self.xc[f, b] + mv(rot, self.vlocal[i] - self.com_off[b])
+
+    def output(self) -> np.ndarray:
+        """World vertex positions at every frame boundary, ``[frames + 1, V, 3]``."""
+        self._emit_checkpoints()
+        return self.verts.to_numpy()[:, : self.nv]
+
+    def body_states(self) -> dict:
+        """Checkpointed states ``{"position" (COM), "orientation", "velocity",
+        "angular_velocity"}``, each ``[frames + 1, B, k]``."""
+        return {"position": self.xc.to_numpy(), "orientation": self.qc.to_numpy(),
+                "velocity": self.vc.to_numpy(), "angular_velocity": self.wc.to_numpy()}
+
+    # ---- backward --------------------------------------------------------------------
+    def begin_backward(self, grad_frames) -> None:
+        """Zero all adjoints; ``grad_frames`` is dL/d(vertex positions) [frames + 1, V, 3]."""
+        fields = (self.x, self.v, self.w, self.q, self.fsum, self.tsum, self.ext_f, self.ext_t,
+                  self.load_force, self.impulse, self.mass, self.iscale, self.com_off,
+                  self.pos0, self.quat0, self.vel0, self.omega0)
+        for field in fields:
+            field.grad.fill(0)
+        g = np.zeros((self.frames + 1, max(self.nv, 1), 3), dtype=runtime.np_dtype())
+        g[:, : self.nv] = grad_frames
+        self.verts.grad.from_numpy(g)
+
+    @ti.kernel
+    def _seed(self, last: ti.i32):
+        for b in range(self.nb):
+            cx, cq = self.x.grad[0, b], self.q.grad[0, b]
+            cv, cw = self.v.grad[0, b], self.w.grad[0, b]
+            for r in range(last + 1):
+                self.x.grad[r, b] = ti.Vector([0.0, 0.0, 0.0])
+                self.q.grad[r, b] = ti.Vector([0.0, 0.0, 0.0, 0.0])
+                self.v.grad[r, b] = ti.Vector([0.0, 0.0, 0.0])
+                self.w.grad[r, b] = ti.Vector([0.0, 0.0, 0.0])
+                self.fsum.grad[r, b] = ti.Vector([0.0, 0.0, 0.0])
+                self.tsum.grad[r, b] = ti.Vector([0.0, 0.0, 0.0])
+            self.x.grad[last, b] = cx
+            self.q.grad[last, b] = cq
+            self.v.grad[last, b] = cv
+            self.w.grad[last, b] = cw
+
+    def seed_segment(self, first_frame: int, frames_in_segment: int, substeps: int) -> None:
+        """Carry the adjoint of the later segment's row 0 to this segment's last row and
+        add dL/d(vertices) of each frame boundary inside the segment."""
+        self._seed(frames_in_segment * substeps)
+        for k in range(1, frames_in_segment + 1):
+            self._emit_row.grad(first_frame + k, k * substeps)
+
+    def finish_backward(self) -> None:
+        """Row 0 now holds dL/d(initial state): add frame 0's output, map to parameters."""
+        self._emit_row.grad(0, 0)
+        self._init_state.grad()
+
+
+def _quat_param(field, nb) -> Param:
+    p = field_param("body_orientation", field,
+                    "orientation at t=0, quaternion (w, x, y, z), normalised in use, [B, 4]")
+    setter = p.setter
+
+    def checked(values):
+        norms = np.linalg.norm(np.asarray(values).reshape(nb, 4), axis=1)
+        if nb and norms.min() < 1e-12:
+            i = int(np.argmin(norms))
+            raise ValueError(f"body_orientation[{i}] has norm {norms[i]:.3g}; a quaternion "
+                             "must be nonzero")
+        setter(values)
+
+    p.setter = checked
+    return p
+
+
+def _frame_indices(frames, count: int) -> np.ndarray:
+    """Frame indices of a load: None (all), a slice, a range or a list of ints."""
+    if frames is None:
+        return np.arange(count)
+    if isinstance(frames, slice):
+        return np.arange(count)[frames]
+    idx = np.asarray(list(frames), dtype=np.int64)
+    bad = idx[(idx < 0) | (idx >= count)]
+    if len(bad):
+        raise ValueError(f"load frames include {int(bad[0])}, outside the simulation's "
+                         f"frames [0, {count})")
+    return idx
