@@ -1,0 +1,135 @@
+"""``gradsim-taichi estimate SCENE``: the main job, estimation from video, headless.
+
+Writes ``report.json``, ``loss.png``, ``compare.mp4`` and ``compare.gif`` in ``--out``,
+plus ``state.pt`` every few iterations so that ``--resume`` continues an interrupted run.
+"""
+
+import json
+from pathlib import Path
+
+
+def add_estimate_parser(sub, runtime_args) -> None:
+    from gradsim_taichi.scenes import SCENES
+
+    p = sub.add_parser(
+        "estimate",
+        help="estimate physical parameters of a scene preset from video",
+        description="Estimate physical parameters from video. Scenes: "
+                    + "; ".join(f"{k}: {v.summary}" for k, v in SCENES.items()),
+    )
+    p.add_argument("scene", help=f"one of: {', '.join(SCENES)}")
+    p.add_argument("--params", default=None,
+                   help="comma-separated parameters to estimate (default: the scene's)")
+    p.add_argument("--target", default=None,
+                   help="target video (MP4, GIF or a folder of PNGs); default: rendered "
+                        "from the scene's ground truth")
+    p.add_argument("--iters", type=int, default=None, help="iterations (default: scene's)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: scene's)")
+    p.add_argument("--optimizer", choices=["adam", "lbfgs"], default=None)
+    p.add_argument("--frame-stride", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0, help="draws the initial guess")
+    p.add_argument("--supervision", choices=["video", "3d"], default="video")
+    p.add_argument("--out", default=None, help="output folder (default: results/SCENE)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run from OUT/state.pt")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    runtime_args(p)
+    p.set_defaults(func=cmd_estimate)
+
+
+def cmd_estimate(args) -> int:
+    import torch
+
+    from gradsim_taichi.cli import CLIError, _init
+    from gradsim_taichi.estimation import (
+        EstimationError,
+        estimate,
+        render_target,
+        write_report,
+    )
+    from gradsim_taichi.outputs import plot_history, save_compare_videos
+    from gradsim_taichi.scenes import SCENES, make_scene
+
+    if args.scene not in SCENES:
+        raise CLIError(f"unknown scene {args.scene!r}; choose one of: {', '.join(SCENES)}")
+    if args.iters is not None and args.iters < 1:
+        raise CLIError(f"--iters must be a positive integer; got {args.iters}")
+    if args.lr is not None and not args.lr > 0:
+        raise CLIError(f"--lr must be > 0; got {args.lr}")
+    if args.frame_stride < 1:
+        raise CLIError(f"--frame-stride must be a positive integer; got {args.frame_stride}")
+    scene = make_scene(args.scene)
+    names = scene.default_params
+    if args.params:
+        names = tuple(n.strip() for n in args.params.split(",") if n.strip())
+        bad = [n for n in names if n not in scene.params]
+        if bad:
+            raise CLIError(f"scene {args.scene!r} has no parameter {bad[0]!r}; "
+                           f"valid: {', '.join(scene.params)}")
+    target_video = None
+    if args.target is not None:
+        if args.supervision == "3d":
+            raise CLIError("--target is a video; 3D supervision uses the scene's ground truth")
+        from gradsim_taichi.render import load_video
+
+        try:
+            target_video = load_video(args.target)
+        except (FileNotFoundError, ValueError) as e:
+            raise CLIError(str(e)) from None
+    _init(args)
+    out = Path(args.out or f"results/{args.scene}")
+    out.mkdir(parents=True, exist_ok=True)
+    iters = args.iters or scene.iters
+    lr = args.lr or scene.lr
+    optimizer = args.optimizer or scene.optimizer
+    settings = dict(scene=args.scene, params=list(names), target=args.target, iters=iters,
+                    lr=lr, optimizer=optimizer, frame_stride=args.frame_stride,
+                    seed=args.seed, supervision=args.supervision, frames=scene.frames,
+                    substeps=scene.substeps, fps=scene.fps, width=scene.width,
+                    height=scene.height)
+    scene.ensure_built()
+    if target_video is None:
+        target = render_target(scene, args.supervision)
+    else:
+        target = target_video.to(torch.float64)
+    status = 0
+    try:
+        result = estimate(scene, target, params=names, iters=iters, lr=lr,
+                          optimizer=optimizer, frame_stride=args.frame_stride,
+                          supervision=args.supervision, seed=args.seed, out_dir=out,
+                          resume=args.resume, progress=not args.quiet)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    except EstimationError as e:
+        print(f"gradsim-taichi: {e}")
+        result, status = e.result, 3
+    report = write_report(out / "report.json", scene, result, settings)
+    plot = plot_history(out / "loss.png", result.history, result.true, title=args.scene)
+    # the compare video always shows pixels, also for a 3D-supervised run
+    with torch.no_grad():
+        values = {n: torch.as_tensor(v, dtype=_dtype()) for n, v in result.params.items()}
+        estimate_video = scene.render(scene.simulate(values))
+        target_pixels = target if args.supervision == "video" else render_target(scene)
+    videos = save_compare_videos(out, target_pixels, estimate_video, fps=min(scene.fps, 30))
+    summary = json.loads(report.read_text())["params"]
+    for n, entry in summary.items():
+        line = f"{n:>14}: estimate {_fmt(entry['estimate'])}  init {_fmt(entry['init'])}"
+        if "true" in entry:
+            line += f"  true {_fmt(entry['true'])}  rel.err {entry['rel_err']:.2e}"
+        print(line)
+    print(f"report: {report}\nplot:   {plot}\nvideo:  {videos[0]} (and {videos[1].name})")
+    return status
+
+
+def _dtype():
+    from gradsim_taichi import runtime
+
+    return runtime.torch_dtype()
+
+
+def _fmt(x) -> str:
+    if isinstance(x, list):
+        import numpy as np
+
+        return f"mean {np.mean(x):.6g}"
+    return f"{x:.6g}"

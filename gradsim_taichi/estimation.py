@@ -1,0 +1,336 @@
+"""System identification from video: simulate -> render -> loss -> backward -> step.
+
+``estimate(scene, target_frames, params=[...])`` learns the named physical parameters
+of a scene preset so that its rendered video matches the target video (or, with
+``supervision="3d"``, so that simulated positions match target positions: the paper's
+DiffPhysics baseline). Positive quantities are learned as ``log(value)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from gradsim_taichi import runtime
+from gradsim_taichi.scenes.base import Scene
+
+
+class EstimationError(RuntimeError):
+    """The run could not go on (NaN loss or gradient, bad target); the last good state
+    is kept (``error.result``)."""
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class EstimationResult:
+    """What :func:`estimate` found.
+
+    Attributes:
+        params: ``{name: estimate}`` (numpy arrays at the parameter's shape).
+        init: the initial guesses.
+        true: the ground truth where the scene knows it.
+        history: per iteration ``{"iter", "loss", name: value...}`` (scalars, or the mean
+            for vector parameters).
+        iterations, seconds, status (``"done"`` or the reason it stopped).
+    """
+
+    params: dict
+    init: dict
+    true: dict
+    history: list = field(default_factory=list)
+    iterations: int = 0
+    seconds: float = 0.0
+    status: str = "done"
+
+    def errors(self) -> dict:
+        """Per parameter: mean absolute error and mean absolute relative error."""
+        out = {}
+        for name, est in self.params.items():
+            if name in self.true:
+                t = np.asarray(self.true[name], dtype=np.float64)
+                e = np.asarray(est, dtype=np.float64)
+                abs_err = float(np.mean(np.abs(e - t)))
+                rel_err = float(np.mean(np.abs(e - t) / np.maximum(np.abs(t), 1e-12)))
+                out[name] = {"abs_err": abs_err, "rel_err": rel_err}
+        return out
+
+
+def _to_param(spec, value) -> torch.Tensor:
+    v = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=runtime.torch_dtype())
+    return (torch.log(v) if spec.positive else v).detach().clone().requires_grad_(True)
+
+
+def _from_param(spec, u: torch.Tensor) -> torch.Tensor:
+    return torch.exp(u) if spec.positive else u
+
+
+def check_target(scene: Scene, target: torch.Tensor, supervision: str) -> torch.Tensor:
+    """Validate a target video ``[F + 1, H, W, 3|4]`` (or positions for 3D supervision)
+    against the scene; errors say what does not fit."""
+    if not isinstance(target, torch.Tensor):
+        target = torch.as_tensor(np.asarray(target))
+    target = target.to(runtime.torch_dtype())
+    if supervision == "3d":
+        return target
+    if target.ndim != 4 or target.shape[-1] not in (3, 4):
+        raise ValueError(f"target video must be [frames, height, width, 3 or 4]; "
+                         f"got shape {tuple(target.shape)}")
+    frames, h, w = target.shape[:3]
+    if frames != scene.frames + 1:
+        raise ValueError(f"target video has {frames} frames; scene '{scene.name}' renders "
+                         f"{scene.frames + 1} (frames + the initial state)")
+    if (h, w) != (scene.height, scene.width):
+        raise ValueError(f"target video is {w}x{h} pixels; scene '{scene.name}' renders "
+                         f"{scene.width}x{scene.height} (no silent resize)")
+    if not torch.isfinite(target).all():
+        raise ValueError("target video contains NaN or inf")
+    return target
+
+
+def render_target(scene: Scene, supervision: str = "video") -> torch.Tensor:
+    """The target from the scene's ground truth: RGBA video or positions."""
+    scene.ensure_built()
+    with torch.no_grad():
+        out = scene.simulate(scene.true_values(scene.params))
+        if supervision == "3d":
+            return scene.tracked_positions(out)
+        return scene.render(out)
+
+
+def estimate(
+    scene: Scene,
+    target_frames: torch.Tensor,
+    params=None,
+    iters: int = 50,
+    lr: float = 0.05,
+    optimizer: str = "adam",
+    frame_stride: int = 1,
+    loss: str = "mse",
+    supervision: str = "video",
+    init: dict | None = None,
+    seed: int = 0,
+    callback=None,
+    out_dir=None,
+    resume: bool = False,
+    save_every: int = 5,
+    progress: bool = True,
+) -> EstimationResult:
+    """Estimate physical parameters of ``scene`` from ``target_frames``.
+
+    Args:
+        scene: a scene preset (see :func:`gradsim_taichi.scenes.make_scene`).
+        target_frames: target RGBA/RGB video ``[frames + 1, H, W, 4|3]`` in [0, 1], or
+            target positions ``[frames + 1, V, 3]`` with ``supervision="3d"``.
+        params: names of the parameters to estimate (default: the scene's).
+        iters: optimisation steps (> 0).
+        lr: learning rate (> 0) of the optimiser, on log-values for positive parameters.
+        optimizer: ``"adam"`` (learning rate decays 100x over the run) or ``"lbfgs"``.
+        frame_stride: compare every k-th frame (rendering fewer frames is cheaper).
+        loss: ``"mse"`` or a callable ``loss(rendered, target) -> scalar tensor``.
+        supervision: ``"video"`` (pixels) or ``"3d"`` (positions: DiffPhysics baseline).
+        init: ``{name: initial value}``; missing names are drawn from the scene's range
+            with ``seed``.
+        callback: called as ``callback(iteration, loss, values, rendered)`` each step.
+        out_dir: where to save ``state.pt`` every ``save_every`` iterations (for resume).
+        resume: continue from ``out_dir/state.pt`` if it exists.
+        progress: show a tqdm bar with the current loss.
+    """
+    names = list(params) if params else list(scene.default_params)
+    unknown = [n for n in names if n not in scene.params]
+    if unknown:
+        raise KeyError(f"scene '{scene.name}' has no parameter {unknown[0]!r}; "
+                       f"valid: {', '.join(scene.params)}")
+    if int(iters) != iters or iters < 1:
+        raise ValueError(f"iters must be a positive integer; got {iters!r}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive number; got {lr!r}")
+    if int(frame_stride) != frame_stride or frame_stride < 1:
+        raise ValueError(f"frame_stride must be a positive integer; got {frame_stride!r}")
+    if supervision not in ("video", "3d"):
+        raise ValueError(f"supervision must be 'video' or '3d'; got {supervision!r}")
+    if optimizer not in ("adam", "lbfgs"):
+        raise ValueError(f"optimizer must be 'adam' or 'lbfgs'; got {optimizer!r}")
+    scene.ensure_built()
+    target = check_target(scene, target_frames, supervision)
+    frame_ids = torch.arange(0, scene.frames + 1, frame_stride)
+    target_sel = target[frame_ids]
+    loss_fn = _mse if loss == "mse" else loss
+    if not callable(loss_fn):
+        raise ValueError(f"loss must be 'mse' or a callable; got {loss!r}")
+
+    rng = np.random.default_rng(seed)
+    init = dict(init or {})
+    for n in names:
+        if n not in init:
+            init[n] = scene.params[n].draw(rng)
+        init[n] = np.asarray(init[n], dtype=np.float64)
+        if scene.params[n].positive and np.any(init[n] <= 0):
+            raise ValueError(f"initial value of '{n}' must be > 0; got {init[n]}")
+    u = {n: _to_param(scene.params[n], init[n]) for n in names}
+    opt = _make_optimizer(optimizer, list(u.values()), lr, iters)
+    history: list = []
+    start_iter, seconds_before = 0, 0.0
+    state_path = Path(out_dir) / "state.pt" if out_dir is not None else None
+    if resume and state_path is not None and state_path.exists():
+        state = torch.load(state_path, weights_only=False)
+        if state["names"] != names:
+            raise ValueError(f"{state_path} was saved for parameters {state['names']}, "
+                             f"not {names}")
+        for n in names:
+            with torch.no_grad():
+                u[n].copy_(state["u"][n])
+        opt["opt"].load_state_dict(state["optimizer"])
+        if opt["sched"] is not None:
+            opt["sched"].load_state_dict(state["scheduler"])
+        history, start_iter = state["history"], state["iteration"]
+        init = state["init"]
+        seconds_before = state["seconds"]
+
+    def values():
+        return {n: _from_param(scene.params[n], u[n]) for n in names}
+
+    def objective():
+        vals = values()
+        out = scene.simulate(vals)
+        if supervision == "3d":
+            pred = scene.tracked_positions(out)[frame_ids]
+        else:
+            pred = scene.render(out, frame_ids)
+            if target_sel.shape[-1] == 3:
+                pred = pred[..., :3]
+        return loss_fn(pred, target_sel), pred
+
+    t0 = time.perf_counter()
+    status = "done"
+    bar = tqdm(range(start_iter, iters), desc=f"estimate {scene.name}", disable=not progress,
+               initial=start_iter, total=iters)
+    rendered = None
+    for it in bar:
+        before = {n: u[n].detach().clone() for n in names}
+        if optimizer == "lbfgs":
+            def closure():
+                opt["opt"].zero_grad()
+                value, _ = objective()
+                value.backward()
+                return value
+            value = opt["opt"].step(closure).detach()
+        else:
+            opt["opt"].zero_grad()
+            value, rendered = objective()
+            value = value.detach() if not value.requires_grad else value
+            value.backward()
+            value = value.detach()
+        grads_ok = all(u[n].grad is None or torch.isfinite(u[n].grad).all() for n in names)
+        if not torch.isfinite(value) or not grads_ok:
+            with torch.no_grad():
+                for n in names:
+                    u[n].copy_(before[n])
+            what = "loss" if not torch.isfinite(value) else "gradient"
+            status = (f"stopped at iteration {it}: the {what} became NaN/inf; "
+                      "kept the last good estimate")
+            break
+        if optimizer != "lbfgs":
+            opt["opt"].step()
+            opt["sched"].step()
+        record = {"iter": it, "loss": float(value)}
+        for n in names:
+            record[n] = float(_from_param(scene.params[n], before[n]).mean())
+        history.append(record)
+        bar.set_postfix(loss=f"{float(value):.3e}")
+        done = it + 1
+        if state_path is not None and (done % save_every == 0 or done == iters):
+            _save_state(state_path, names, u, opt, history, done, init,
+                        seconds_before + time.perf_counter() - t0)
+        if callback is not None:
+            callback(it, float(value), {n: v.detach() for n, v in values().items()}, rendered)
+    bar.close()
+    final = {n: v.detach().cpu().numpy() for n, v in values().items()}
+    result = EstimationResult(
+        params=final,
+        init={n: np.asarray(init[n]) for n in names},
+        true={n: np.asarray(scene.params[n].true) for n in names},
+        history=history,
+        iterations=len(history),
+        seconds=seconds_before + time.perf_counter() - t0,
+        status=status,
+    )
+    if status != "done":
+        raise EstimationError(status, result)
+    return result
+
+
+def _mse(pred, target):
+    return ((pred - target) ** 2).mean()
+
+
+def _make_optimizer(kind, tensors, lr, iters):
+    if kind == "lbfgs":
+        return {"opt": torch.optim.LBFGS(tensors, lr=lr, max_iter=1,
+                                         line_search_fn="strong_wolfe"), "sched": None}
+    opt = torch.optim.Adam(tensors, lr=lr)
+    gamma = 0.01 ** (1.0 / max(iters, 1))  # decay 100x over the run: settle precisely
+    return {"opt": opt, "sched": torch.optim.lr_scheduler.ExponentialLR(opt, gamma)}
+
+
+def _save_state(path: Path, names, u, opt, history, iteration, init, seconds):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "names": names,
+        "u": {n: u[n].detach().clone() for n in names},
+        "optimizer": opt["opt"].state_dict(),
+        "scheduler": opt["sched"].state_dict() if opt["sched"] is not None else None,
+        "history": history,
+        "iteration": iteration,
+        "init": init,
+        "seconds": seconds,
+    }
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)  # atomic: an interrupted save never corrupts the last state
+
+
+def write_report(path, scene: Scene, result: EstimationResult, settings: dict) -> Path:
+    """``report.json``: per parameter true/init/estimate/abs_err/rel_err, the loss history,
+    iterations, seconds, runtime and all settings."""
+    info = runtime.info()
+    errors = result.errors()
+    per_param = {}
+    for n, est in result.params.items():
+        entry = {"init": _jsonable(result.init[n]), "estimate": _jsonable(est)}
+        if n in result.true:
+            entry["true"] = _jsonable(result.true[n])
+            entry.update(errors[n])
+        per_param[n] = entry
+    report = {
+        "scene": scene.name,
+        "status": result.status,
+        "params": per_param,
+        "loss_history": [h["loss"] for h in result.history],
+        "history": result.history,
+        "iterations": result.iterations,
+        "seconds": result.seconds,
+        "arch": info.get("arch"),
+        "precision": info.get("precision"),
+        "threads": info.get("threads"),
+        "settings": settings,
+        "seed": settings.get("seed"),
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
+    return path
+
+
+def _jsonable(x):
+    arr = np.asarray(x, dtype=np.float64)
+    return float(arr) if arr.ndim == 0 else arr.tolist()

@@ -1,0 +1,164 @@
+"""Scene presets: a model, a camera, lights and colours, ground truth, and the ranges
+initial guesses are drawn from.
+
+A preset subclasses :class:`Scene` and implements :meth:`Scene.build_model` (a
+ModelBuilder for given parameter values) and :meth:`Scene.render_meshes` (the meshes
+to draw and where their vertices come from in the simulation outputs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from gradsim_taichi import runtime
+from gradsim_taichi.bridge import simulate
+from gradsim_taichi.render import Camera, Mesh, SoftRasterizer
+from gradsim_taichi.simulation import Simulation
+
+
+@dataclass
+class ParamSpec:
+    """One estimable physical parameter of a scene.
+
+    Attributes:
+        sim_name: the engine parameter it drives (``body_mass``, ``tet_mu``, ...).
+        true: ground truth (scalar or array of ``shape``).
+        low, high: range that initial guesses are drawn from (uniform, per element).
+        shape: shape of the learnable tensor (``()``: one value broadcast to all elements).
+        positive: learn ``log(value)`` so the value stays > 0 (masses, stiffnesses).
+        doc: what it is, with units.
+    """
+
+    sim_name: str
+    true: float | np.ndarray
+    low: float
+    high: float
+    shape: tuple = ()
+    positive: bool = True
+    doc: str = ""
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """An initial guess drawn uniformly from ``[low, high]`` (log-uniform if positive
+        and the range spans more than a factor of 10)."""
+        if self.positive and self.high / self.low > 10:
+            return np.exp(rng.uniform(np.log(self.low), np.log(self.high), self.shape))
+        return rng.uniform(self.low, self.high, self.shape)
+
+
+@dataclass
+class RenderPart:
+    """A mesh to draw: its faces and appearance, and where its vertices come from:
+    ``output`` is the simulation output name (``"particles"``, ``"rigid"``) and
+    ``vertex_ids`` the rows of that output (None: all rows); ``static_vertices``
+    gives fixed positions instead (the ground)."""
+
+    mesh: Mesh
+    output: str | None = None
+    vertex_ids: np.ndarray | None = None
+    static_vertices: np.ndarray | None = None
+
+
+@dataclass
+class Scene:
+    """Base class of the scene presets."""
+
+    name: str = "scene"
+    frames: int = 30
+    substeps: int = 32
+    fps: float = 60.0
+    width: int = 64
+    height: int = 64
+    sigma: float = 1e-4
+    gamma: float = 1e-4
+    params: dict[str, ParamSpec] = field(default_factory=dict)
+    default_params: tuple = ()
+    camera_eye: tuple = (0.0, 1.0, 3.0)
+    camera_target: tuple = (0.0, 0.3, 0.0)
+    fov_y_deg: float = 40.0
+    background: tuple = (1.0, 1.0, 1.0)
+    description: str = ""
+    iters: int = 50
+    lr: float = 0.05
+    optimizer: str = "adam"
+    summary = ""  # one line for the CLI help
+
+    # ---- to implement in presets ------------------------------------------------------
+    def build_model(self):
+        """A ModelBuilder of the scene at its ground-truth parameters."""
+        raise NotImplementedError
+
+    def render_parts(self, model) -> list[RenderPart]:
+        """The meshes to draw, given the finalized model."""
+        raise NotImplementedError
+
+    # ---- machinery --------------------------------------------------------------------
+    def build(self) -> None:
+        """Build the model, the Simulation and the renderer (after ``gradsim_taichi.init``)."""
+        runtime.ensure_init()
+        builder = self.build_model()
+        model = builder.finalize()
+        self.sim = Simulation(model, frames=self.frames, substeps=self.substeps, fps=self.fps)
+        self.parts = self.render_parts(model)
+        for spec in self.params.values():
+            self.sim.params[spec.sim_name]  # unknown names fail here, early
+        self.camera = Camera.look_at(self.camera_eye, self.camera_target,
+                                     fov_y_deg=self.fov_y_deg, width=self.width,
+                                     height=self.height)
+        self.renderer = SoftRasterizer(self.camera, [p.mesh for p in self.parts],
+                                       sigma=self.sigma, gamma=self.gamma,
+                                       background=torch.tensor(self.background,
+                                                               dtype=runtime.torch_dtype()))
+        self._generation = runtime.generation()
+
+    def ensure_built(self) -> None:
+        if getattr(self, "_generation", None) != runtime.generation():
+            self.build()
+
+    def simulate(self, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Rollout with ``{param name: tensor}`` (names of :attr:`params`)."""
+        self.ensure_built()
+        engine = {self.params[k].sim_name: v for k, v in values.items()}
+        return simulate(self.sim, engine)
+
+    def vertices(self, outputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """Per render part, vertex positions ``[F + 1, V_k, 3]``."""
+        out = []
+        dtype = runtime.torch_dtype()
+        for part in self.parts:
+            if part.static_vertices is not None:
+                out.append(torch.as_tensor(part.static_vertices, dtype=dtype))
+            else:
+                x = outputs[part.output]
+                out.append(x if part.vertex_ids is None else x[:, torch.as_tensor(part.vertex_ids)])
+        return out
+
+    def render(self, outputs, frame_ids=None) -> torch.Tensor:
+        """RGBA frames ``[F', H, W, 4]`` of the chosen frames (default all)."""
+        verts = self.vertices(outputs)
+        if frame_ids is not None:
+            idx = torch.as_tensor(frame_ids)
+            verts = [v[idx] if v.ndim == 3 else v for v in verts]
+        F = next((v.shape[0] for v in verts if v.ndim == 3), 1)
+        verts = [v if v.ndim == 3 else v[None].expand(F, -1, -1) for v in verts]
+        return self.renderer(verts)
+
+    def tracked_positions(self, outputs) -> torch.Tensor:
+        """Positions of every simulated render vertex ``[F + 1, V, 3]`` (3D supervision)."""
+        return torch.cat([v for v, p in zip(self.vertices(outputs), self.parts)
+                          if p.static_vertices is None], dim=1)
+
+    def true_values(self, names) -> dict[str, torch.Tensor]:
+        dtype = runtime.torch_dtype()
+        return {n: torch.as_tensor(np.asarray(self.params[n].true, dtype=np.float64),
+                                   dtype=dtype) for n in names}
+
+
+def ground_part(size: float = 4.0, height: float = 0.0, color=(0.55, 0.6, 0.55)) -> RenderPart:
+    """A square ground plane of side ``size`` at y = ``height`` (two triangles, facing up)."""
+    h = size / 2
+    verts = np.array([[-h, height, -h], [h, height, -h], [h, height, h], [-h, height, h]])
+    faces = np.array([[0, 2, 1], [0, 3, 2]])
+    return RenderPart(Mesh(faces, color=color, smooth=False), static_vertices=verts)
