@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 
 import torch
-from gradsim_taichi.render import soft_raster as K
-from gradsim_taichi.render.tiles import Bins, bin_faces, face_valid
 
 from gradsim_taichi import runtime
+from gradsim_taichi.render import soft_raster as K
+from gradsim_taichi.render.tiles import Bins, bin_faces, face_valid
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,11 @@ class SoftRasterFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, gout):
-        geom, col, uv, texid, tex, texsize, out, state = ctx.saved_tensors
+        saved = [t.detach() for t in ctx.saved_tensors]
+        geom, col, uv, texid, tex, texsize, out, state = saved
         st, bins = ctx.st, ctx.bins
         F, T = ctx.shape
-        gout = gout.contiguous().to(geom.dtype)
+        gout = gout.detach().contiguous().to(geom.dtype)
         E = bins.entry_key.shape[0]
         gentry = torch.zeros(max(E, 1), 27, dtype=geom.dtype)
         want_tex = int(ctx.has_tex and ctx.needs_input_grad[3])

@@ -9,12 +9,12 @@ visible face per pixel in torch (gradients to appearance, none through silhouett
 from __future__ import annotations
 
 import torch
+
+from gradsim_taichi import runtime
 from gradsim_taichi.render.bridge import RasterSettings, SoftRasterFunction, hard_face_ids
 from gradsim_taichi.render.camera import Camera
 from gradsim_taichi.render.shading import Mesh, _tensor, default_lights, shade
 from gradsim_taichi.render.texture import sample_bilinear, stack_textures
-
-from gradsim_taichi import runtime
 
 
 class SoftRasterizer:

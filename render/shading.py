@@ -101,7 +101,9 @@ class Mesh:
         T = self.faces.shape[0]
         if vertex_colors is not None and face_colors is not None:
             raise ValueError("give vertex_colors or face_colors, not both")
-        self.vertex_colors = None if vertex_colors is None else _tensor(vertex_colors, "vertex_colors")
+        self.vertex_colors = None
+        if vertex_colors is not None:
+            self.vertex_colors = _tensor(vertex_colors, "vertex_colors")
         if self.vertex_colors is not None and (
             self.vertex_colors.ndim != 2 or self.vertex_colors.shape[1] != 3
         ):
@@ -201,7 +203,8 @@ def shade(mesh: Mesh, verts: torch.Tensor, lights: list, eye: torch.Tensor):
                 h = _normalize(view + to_light)
                 nh = (n * h).sum(-1, keepdim=True).clamp_min(0.0)
                 lit_side = (lam > 0).to(nh.dtype)
-                spec = spec + mesh.specular * lt.intensity * lt.color * nh**mesh.shininess * lit_side
+                strength = mesh.specular * lt.intensity * lt.color
+                spec = spec + strength * nh**mesh.shininess * lit_side
         else:
             raise TypeError(f"unknown light type {type(lt).__name__}")
     return albedo * light, spec

@@ -23,7 +23,6 @@ distance from p to the nearest edge segment; sign ``s = +1`` inside; ``x = s d2 
 ``rgb = (sum w_j C_j + w_b C_bg) / (sum w_j + w_b)``, ``alpha = 1 - prod(1 - D_j)``.
 """
 
-
 import taichi as ti
 
 NDA = ti.types.ndarray()

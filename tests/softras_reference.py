@@ -63,7 +63,9 @@ def soft_rasterize_reference(
     frames = []
     for f in range(F):
         x, y, zf = xy[f, :, :, 0], xy[f, :, :, 1], z[f]
-        area0 = (x[:, 1] - x[:, 0]) * (y[:, 2] - y[:, 0]) - (y[:, 1] - y[:, 0]) * (x[:, 2] - x[:, 0])
+        ex1, ey1 = x[:, 1] - x[:, 0], y[:, 1] - y[:, 0]
+        ex2, ey2 = x[:, 2] - x[:, 0], y[:, 2] - y[:, 0]
+        area0 = ex1 * ey2 - ey1 * ex2
         finite = torch.isfinite(xy[f]).all(-1).all(-1) & torch.isfinite(zf).all(-1)
         valid = finite & (zf > near).all(-1) & (area0.abs() > 1e-30)
         dummy_x = torch.tensor([0.0, 1.0, 0.0], dtype=dt)
@@ -100,9 +102,11 @@ def soft_rasterize_reference(
         b = q / Q[..., None]
         zn = (far - 1.0 / Q) / (far - near)
         uvp = (b[..., None] * uvr[None]).sum(-2)  # [P, T, 2]
-        Tx = _bilinear(tex, texsize, texid[None, :].expand_as(Q), uvp[..., 0], uvp[..., 1]) if (
-            tex is not None
-        ) else torch.ones(*Q.shape, 3, dtype=dt)
+        Tx = (
+            _bilinear(tex, texsize, texid[None, :].expand_as(Q), uvp[..., 0], uvp[..., 1])
+            if (tex is not None)
+            else torch.ones(*Q.shape, 3, dtype=dt)
+        )
         M = col[f, :, 0:9].reshape(T, 3, 3)
         A = col[f, :, 9:18].reshape(T, 3, 3)
         Mi = (b[..., None] * M[None]).sum(-2)  # [P, T, 3]
