@@ -101,7 +101,7 @@ def soft_rasterize_reference(
         Q = q.sum(-1)
         b = q / Q[..., None]
         zn = (far - 1.0 / Q) / (far - near)
-        uvp = (b[..., None] * uvr[None]).sum(-2)  # [P, T, 2]
+        uvp = torch.einsum("ptk,tkd->ptd", b, uvr)  # [P, T, 2]
         Tx = (
             _bilinear(tex, texsize, texid[None, :].expand_as(Q), uvp[..., 0], uvp[..., 1])
             if (tex is not None)
@@ -109,8 +109,8 @@ def soft_rasterize_reference(
         )
         M = col[f, :, 0:9].reshape(T, 3, 3)
         A = col[f, :, 9:18].reshape(T, 3, 3)
-        Mi = (b[..., None] * M[None]).sum(-2)  # [P, T, 3]
-        Ai = (b[..., None] * A[None]).sum(-2)
+        Mi = torch.einsum("ptk,tkc->ptc", b, M)  # [P, T, 3]
+        Ai = torch.einsum("ptk,tkc->ptc", b, A)
         C = Mi * Tx + Ai
         znm = torch.where(mask, zn, torch.full_like(zn, -math.inf))
         m = torch.maximum(znm.max(-1).values, torch.tensor(eps, dtype=dt)).detach()
@@ -118,7 +118,7 @@ def soft_rasterize_reference(
         wj = D * e
         wb = torch.exp((eps - m) / gamma)
         S = wj.sum(-1) + wb
-        rgb = ((wj[..., None] * C).sum(-2) + wb[:, None] * bgp) / S[:, None]
+        rgb = (torch.einsum("pt,ptc->pc", wj, C) + wb[:, None] * bgp) / S[:, None]
         alpha = 1.0 - om.prod(-1)
         frames.append(torch.cat([rgb, alpha[:, None]], -1).reshape(len(rows), W, 4))
     return torch.stack(frames)
