@@ -67,7 +67,8 @@ class RigidBuilderMixin:
 
     @property
     def rigid_body_count(self) -> int:
-        return len(getattr(self, "_rigid_state", None) or {"bodies": []}["bodies"])
+        state = getattr(self, "_rigid_state", None)
+        return 0 if state is None else len(state["bodies"])
 
     def add_rigid_body(self, mesh, density=None, mass=None, position=(0.0, 0.0, 0.0),
                        orientation=(1.0, 0.0, 0.0, 0.0), velocity=(0.0, 0.0, 0.0),
@@ -96,12 +97,13 @@ class RigidBuilderMixin:
         if density is None and mass is None:
             density = 1000.0
         props = mass_properties(vertices, faces, density=density, mass=mass)
-        state = self._rigid()
-        state["bodies"].append(dict(
+        body = dict(
             vertices=vertices, faces=faces, mass=props.mass, com=props.com,
             inertia_unit=props.inertia / props.mass, position=_vec3("position", position),
             orientation=_quaternion(orientation), velocity=_vec3("velocity", velocity),
-            angular_velocity=_vec3("angular_velocity", angular_velocity)))
+            angular_velocity=_vec3("angular_velocity", angular_velocity))
+        state = self._rigid()  # only once everything is valid
+        state["bodies"].append(body)
         return len(state["bodies"]) - 1
 
     def add_rigid_box(self, extents=(1.0, 1.0, 1.0), **kwargs) -> int:
