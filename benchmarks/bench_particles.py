@@ -12,7 +12,7 @@ frames x 32 substeps starts from there, so the grid lands on the ground inside i
 
 Before timing, the engine and the reference must agree: trajectory to rtol 1e-9
 (f64) and the gradients of a fixed random linear loss of the frame positions with
-respect to spring stiffness, spring damping, particle mass, contact ke / kf and the
+respect to spring stiffness, spring damping, particle mass, contact ke / kd / kf / mu and the
 initial velocity (f64: 1e-8 of each gradient's largest entry; f32: 1e-3).
 
 Reported per precision: ms per substep of the forward rollout (reference under
@@ -59,8 +59,8 @@ SPRING_KE, SPRING_KD = 100.0, 0.05
 VEL_JITTER = 0.1
 CONTACT = dict(contact_ke=1e3, contact_kd=1.0, contact_kf=10.0, contact_mu=0.5)
 # Gradients compared between the engine and the reference (the engine computes all).
-GRAD_NAMES = ("spring_stiffness", "spring_damping", "mass", "contact_ke", "contact_kf",
-              "initial_velocity")
+GRAD_NAMES = ("spring_stiffness", "spring_damping", "mass", "contact_ke", "contact_kd",
+              "contact_kf", "contact_mu", "initial_velocity")
 TOL = {"f64": dict(traj=1e-9, grad=1e-8), "f32": dict(traj=1e-4, grad=1e-3)}
 
 
@@ -245,6 +245,7 @@ def profile_kernels(sim, repeats: int = 200) -> dict:
     """Seconds per launch of each kernel of a substep (and its adjoint), from back-to-back
     launches on row 0 (ti.sync() at the end; includes ~20 us launch cost)."""
     import taichi as ti
+
     from gradsim_taichi.solvers.ground_contact import GroundContact
     from gradsim_taichi.solvers.springs import Springs
 
@@ -337,6 +338,7 @@ def main(argv=None):
     args.repeats = args.repeats or (3 if args.quick else 5)
     torch.set_num_threads(THREADS)
 
+    load_before = os.getloadavg()[0]
     bandwidth = copy_bandwidth(64 if args.quick else 256)
     all_cases, all_floors, profiles = [], [], {}
     for precision in args.precisions.split(","):
@@ -346,8 +348,13 @@ def main(argv=None):
         if profile:
             profiles[precision] = profile
 
+    load = (load_before, os.getloadavg()[0])
     print(f"\n{args.n}x{args.n} particles, {springs} springs, {args.frames} frames x {SUBSTEPS} "
-          f"substeps, {THREADS} threads (torch {torch.__version__})")
+          f"substeps, {THREADS} threads (torch {torch.__version__}), 1-min load average "
+          f"{load[0]:.1f} before / {load[1]:.1f} after on {os.cpu_count()} cores")
+    if max(load) > (os.cpu_count() or 1):
+        print("WARNING: the machine is oversubscribed; both sides slow down, the reference "
+              "(many small multi-threaded ops, each a thread barrier) far more than ours")
     print(f"{'case':<14} {'ours ms/substep':>16} {'reference ms/substep':>21} {'speedup':>8}")
     for c in all_cases:
         print(f"{c['case']:<14} {1e3 * c['ours_s']:>16.3f} {1e3 * c['reference_s']:>21.3f} "
@@ -386,7 +393,11 @@ def main(argv=None):
 
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"cases": all_cases}, fh, indent=2)
+            meta = {"grid": args.n, "springs": springs, "frames": args.frames,
+                    "substeps": SUBSTEPS, "threads": THREADS, "load_average": load,
+                    "copy_bandwidth_Bps": bandwidth, "bandwidth_floor": all_floors,
+                    "memory": memory, "profile_s": profiles or None}
+            json.dump({"cases": all_cases, "meta": meta}, fh, indent=2)
         print(f"\nwrote {args.json}")
 
 

@@ -58,6 +58,7 @@ def scene_from_simulation(sim) -> dict:
     scene["pinned"] = model.particles.pinned.to_numpy().astype(bool)
     scene["ground_height"] = model.ground.height
     scene["radius"] = model.ground.radius
+    scene["damping_depth"] = float(getattr(model.ground, "damping_depth", 0.0))
     scene["dt"] = sim.dt
     scene["frames"] = sim.frames
     scene["substeps"] = sim.substeps
@@ -85,6 +86,7 @@ class TorchParticles:
         self.any_pinned = bool(self.pinned.any())
         self.ground_height = float(scene["ground_height"])
         self.radius = float(scene["radius"])
+        self.damping_depth = float(scene.get("damping_depth", 0.0))
         self.dt = float(scene["dt"])
         self.frames = int(scene["frames"])
         self.substeps = int(scene["substeps"])
@@ -115,10 +117,14 @@ class TorchParticles:
         return f.index_add(0, i, fs).index_add(0, j, -fs)
 
     def contact_forces(self, x, v, cke, ckd, ckf, cmu):
-        """``solvers/ground_contact.py``: fn = -(ke c + kd min(vn, 0)) for c < 0, friction
-        -kf vt while kf |vt| < mu fn, else -(mu fn / |vt|) vt (zero when vt = 0)."""
+        """``solvers/ground_contact.py``: fn = -(ke c + kd min(vn, 0) ramp) for c < 0, with
+        ramp = min(1, -c / damping_depth) (1 when damping_depth = 0); friction -kf vt while
+        kf |vt| < mu fn, else -(mu fn / |vt|) vt (zero when vt = 0)."""
         c = x[:, 1] - self.radius - self.ground_height
-        fn = -(cke * c + ckd * torch.clamp(v[:, 1], max=0.0))
+        damping = ckd * torch.clamp(v[:, 1], max=0.0)
+        if self.damping_depth > 0:
+            damping = damping * torch.clamp(-c / self.damping_depth, max=1.0)
+        fn = -(cke * c + damping)
         vt = v * self.tangential
         vt2 = (vt * vt).sum(1)
         cap = cmu * fn
