@@ -117,9 +117,10 @@ def time_cases(sim, ref: TorchCloth, w: np.ndarray, repeats: int) -> dict:
     return {k: statistics.median(v) / steps for k, v in times.items()}
 
 
-def run(precision: str, cells: int, frames: int, repeats: int, aero: bool) -> list[dict]:
+def run(precision: str, cells: int, frames: int, repeats: int, aero: bool,
+        torch_threads: int = THREADS) -> list[dict]:
     gs.init(arch="cpu", threads=THREADS, precision=precision)
-    torch.set_num_threads(THREADS)
+    torch.set_num_threads(torch_threads)
     sim = make_simulation(cells, frames, aero)
     ref = TorchCloth(scene_from_simulation(sim), dtype=gs.runtime.torch_dtype())
     w = np.random.default_rng(0).standard_normal((frames + 1, sim.model.particle_count, 3))
@@ -145,22 +146,29 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=None, help="timed repeats per case")
     ap.add_argument("--aero", action="store_true", help="also time lift, drag and wind")
     ap.add_argument("--precisions", default="f64,f32", help="comma separated (f64,f32)")
+    ap.add_argument("--torch-threads", type=int, default=THREADS,
+                    help="torch intra-op threads (default 2, like ours; on a machine busy "
+                         "with other work 1 can be much faster for torch)")
     args = ap.parse_args(argv)
     frames = args.frames or (2 if args.quick else 6)
     repeats = args.repeats or (2 if args.quick else 5)
     cases = []
     for precision in args.precisions.split(","):
-        cases += run(precision, args.cells, frames, repeats, False)
+        cases += run(precision, args.cells, frames, repeats, False, args.torch_threads)
         if args.aero:
-            cases += run(precision, args.cells, frames, repeats, True)
-    print(f"\n{frames} frames x {SUBSTEPS} substeps, {THREADS} threads; ms per substep")
+            cases += run(precision, args.cells, frames, repeats, True, args.torch_threads)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\n{frames} frames x {SUBSTEPS} substeps, {THREADS} threads (torch "
+          f"{args.torch_threads}), load average {load:.1f}; ms per substep")
     print(f"{'case':<34} {'ours':>9} {'torch':>9} {'speedup':>8}")
     for c in cases:
         print(f"{c['case']:<34} {1e3 * c['ours_s']:9.3f} {1e3 * c['reference_s']:9.3f} "
               f"{c['speedup']:7.1f}x")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"cases": cases}, fh, indent=2)
+            meta = dict(frames=frames, substeps=SUBSTEPS, threads=THREADS,
+                        torch_threads=args.torch_threads, load_average=load, cells=args.cells)
+            json.dump({"cases": cases, "meta": meta}, fh, indent=2)
     return cases
 
 
