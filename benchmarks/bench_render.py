@@ -40,7 +40,7 @@ def make_scene(size: int, faces: int, frames: int):
     if faces < 3000:
         mesh = trimesh.creation.icosphere(subdivisions=3)  # 1280 faces
     else:
-        mesh = trimesh.creation.uv_sphere(count=[72, 72])  # about 10k faces
+        mesh = trimesh.creation.uv_sphere(count=[51, 51])  # 10400 faces
     cam = Camera.look_at((0.0, 0.8, 3.2), (0, 0, 0), fov_y_deg=45, width=size, height=size)
     g = torch.Generator().manual_seed(0)
     colours = torch.rand(len(mesh.faces), 3, generator=g, dtype=torch.float64)

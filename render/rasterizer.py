@@ -40,6 +40,9 @@ class SoftRasterizer:
     one tensor per mesh, each ``[F, V_k, 3]`` (or ``[V_k, 3]``: the same for every frame);
     one mesh may be passed as a bare tensor. Returns ``[F, H, W, 4]`` RGBA, or ``[H, W, 4]``
     when every input was ``[V, 3]``. Positions must have the runtime dtype.
+
+    Triangles with a corner at or closer than ``camera.near`` are dropped whole (no
+    clipping): split large ground planes into tiles, or keep them in front of the camera.
     """
 
     def __init__(

@@ -211,7 +211,9 @@ def soft_forward(
     ntx: int,
     nty: int,
 ):
-    """One thread per pixel: online softmax over the faces binned to the pixel's tile.
+    """One thread per (frame, tile); for each binned face (in face order), loop over the
+    pixels of its box inside the tile and update the pixels' online softmax (the tile's
+    pixels belong to this thread only, so plain loads and stores suffice).
 
     Writes ``out[f, i, j] = (r, g, b, alpha)`` and ``state[f, i, j] = (m, S, P)`` (the
     softmax shift, the weight sum and ``prod(1 - D)``) for the backward pass."""
@@ -219,43 +221,61 @@ def soft_forward(
     H = out.shape[1]
     W = out.shape[2]
     scale = 2.0 / H
-    for f, i, j in ti.ndrange(F, H, W):
-        px = (j + 0.5) * scale
-        py = (i + 0.5) * scale
-        tid = (f * nty + i // tile) * ntx + j // tile
-        m = eps
-        S = 1.0
-        acc = ti.Vector([bg[i, j, 0], bg[i, j, 1], bg[i, j, 2]])
-        P = 1.0
+    for f, ty, tx in ti.ndrange(F, nty, ntx):
+        tid = (f * nty + ty) * ntx + tx
+        i_end = ti.min(ty * tile + tile, H)
+        j_end = ti.min(tx * tile + tile, W)
+        for i in range(ty * tile, i_end):
+            for j in range(tx * tile, j_end):
+                for c in ti.static(range(3)):
+                    out[f, i, j, c] = bg[i, j, c]
+                out[f, i, j, 3] = 1.0
+                state[f, i, j, 0] = eps
+                state[f, i, j, 1] = 1.0
         for e in range(tile_start[tid], tile_start[tid + 1]):
             t = entry_face[e]
-            in_j = bbox[f, t, 0] <= j and j <= bbox[f, t, 1]
-            if in_j and bbox[f, t, 2] <= i and i <= bbox[f, t, 3]:
-                ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
-                if ok:
-                    s = -1.0
-                    if inside:
-                        s = 1.0
-                    D, om = _sigmoid_pair(s * d2 / sigma)
-                    C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi = _shade(
-                        geom, col, uv, texid, tex, texsize, f, t, w
-                    )
-                    zn = (far - 1.0 / Q) / (far - near)
-                    P *= om
-                    if zn > m:
-                        r = ti.exp((m - zn) / gamma)
-                        S *= r
-                        acc *= r
-                        m = zn
-                    wgt = D * ti.exp((zn - m) / gamma)
-                    S += wgt
-                    acc += wgt * C
-        for c in ti.static(range(3)):
-            out[f, i, j, c] = acc[c] / S
-        out[f, i, j, 3] = 1.0 - P
-        state[f, i, j, 0] = m
-        state[f, i, j, 1] = S
-        state[f, i, j, 2] = P
+            ia = ti.max(ty * tile, bbox[f, t, 2])
+            ib = ti.min(i_end - 1, bbox[f, t, 3])
+            ja = ti.max(tx * tile, bbox[f, t, 0])
+            jb = ti.min(j_end - 1, bbox[f, t, 1])
+            for i in range(ia, ib + 1):
+                for j in range(ja, jb + 1):
+                    px = (j + 0.5) * scale
+                    py = (i + 0.5) * scale
+                    ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
+                    if ok:
+                        s = -1.0
+                        if inside:
+                            s = 1.0
+                        D, om = _sigmoid_pair(s * d2 / sigma)
+                        C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi = _shade(
+                            geom, col, uv, texid, tex, texsize, f, t, w
+                        )
+                        zn = (far - 1.0 / Q) / (far - near)
+                        m = state[f, i, j, 0]
+                        S = state[f, i, j, 1]
+                        acc = ti.Vector([out[f, i, j, 0], out[f, i, j, 1], out[f, i, j, 2]])
+                        if zn > m:
+                            r = ti.exp((m - zn) / gamma)
+                            S *= r
+                            acc *= r
+                            m = zn
+                        wgt = D * ti.exp((zn - m) / gamma)
+                        S = S + wgt
+                        acc = acc + wgt * C
+                        for c in ti.static(range(3)):
+                            out[f, i, j, c] = acc[c]
+                        out[f, i, j, 3] = out[f, i, j, 3] * om
+                        state[f, i, j, 0] = m
+                        state[f, i, j, 1] = S
+        for i in range(ty * tile, i_end):
+            for j in range(tx * tile, j_end):
+                S = state[f, i, j, 1]
+                for c in ti.static(range(3)):
+                    out[f, i, j, c] = out[f, i, j, c] / S
+                P = out[f, i, j, 3]
+                state[f, i, j, 2] = P
+                out[f, i, j, 3] = 1.0 - P
 
 
 @ti.kernel

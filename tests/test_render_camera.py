@@ -10,6 +10,16 @@ from gradsim_taichi.render import Camera, Mesh, SoftRasterizer
 f64 = torch.float64
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """These images are tiny: torch's thread pool only adds latency (badly so on a loaded
+    2-core machine). Restored after each test."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def test_look_at_projection_by_hand():
     # camera at (0, 0, 5) looking at the origin: x_cam = x, y_cam = -y, depth = 5 - z
     cam = Camera.look_at((0, 0, 5.0), (0, 0, 0), fov_y_deg=60, width=320, height=240)

@@ -2,11 +2,22 @@
 
 import math
 
+import pytest
 import torch
 
 from gradsim_taichi.render import Camera, Mesh, SoftRasterizer
 
 f64 = torch.float64
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """These images are tiny: torch's thread pool only adds latency (badly so on a loaded
+    2-core machine). Restored after each test."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def test_square_silhouette_area_non_square_image():
