@@ -5,7 +5,7 @@ implementation of the same model (``torch_cloth_reference.py``, torch autograd f
 backward), both in this process on 2 CPU threads, in float64 and float32.
 
 Scene: 1 m x 1 m cloth of 64 x 64 cells (4,225 particles, 8,192 triangles, 12,160
-hinges) in the xz plane at y = 0.05 m, mass 1e-3 kg per particle, tri_ke = tri_ka = 100,
+hinges) in the xz plane at y = 0.025 m, mass 1e-3 kg per particle, tri_ke = tri_ka = 100,
 tri_kd = 0.01, edge_ke = 0.01, edge_kd = 1e-4, a random initial velocity (so that it
 wrinkles and bends), falling onto the ground (contact ke = 1e3, kd = 1, kf = 10,
 mu = 0.5) within the timed rollout. The ``--aero`` case adds lift, drag and wind.
@@ -57,7 +57,7 @@ def make_simulation(cells: int, frames: int, aero: bool) -> gs.Simulation:
     n = (cells + 1) ** 2
     vel = np.random.default_rng(1).normal(0.0, 0.3, (n, 3)) + np.array([0.0, -1.0, 0.0])
     extra = dict(lift=0.1, drag=0.2) if aero else {}
-    b.add_cloth_grid(size=(1.0, 1.0), resolution=(cells, cells), origin=(-0.5, 0.05, -0.5),
+    b.add_cloth_grid(size=(1.0, 1.0), resolution=(cells, cells), origin=(-0.5, 0.025, -0.5),
                      velocity=vel, **CLOTH, **extra)
     if aero:
         b.set_wind((0.5, 0.0, 0.3))

@@ -48,6 +48,9 @@ def scene_from_simulation(sim) -> dict:
     if model.ground is not None:
         scene["ground_height"] = model.ground.height
         scene["radius"] = model.ground.radius
+        for attr in ("elastic_width", "damping_depth"):  # the smooth contact model's widths
+            if hasattr(model.ground, attr):
+                scene[attr] = float(getattr(model.ground, attr))
     scene["dt"], scene["frames"], scene["substeps"] = sim.dt, sim.frames, sim.substeps
     return scene
 
@@ -165,17 +168,37 @@ class TorchCloth:
         return f.index_add(0, i, -fa).index_add(0, j, -fa).index_add(0, k, -fa)
 
     def contact_forces(self, x, v, cke, ckd, ckf, cmu):
-        """``solvers/ground_contact.py``."""
+        """``solvers/ground_contact.py``. Two versions of the engine's model: the smooth
+        one (cubic elastic blend over ``elastic_width``, smoothstep damping ramp over
+        ``damping_depth``, tanh-saturated friction) when the engine's ground has those
+        attributes, else the plain penalty model with a clamped Coulomb cone."""
         c = x[:, 1] - self.scene["radius"] - self.scene["ground_height"]
-        fn = -(cke * c + ckd * torch.clamp(v[:, 1], max=0.0))
         vt = v * self.tangential
         vt2 = _dot(vt, vt)
-        cap = cmu * fn
-        sticking = ckf * ckf * vt2 < cap * cap
-        sliding = (~sticking) & (vt2 > 0.0)
-        inv = cap / torch.sqrt(torch.where(sliding, vt2, torch.ones_like(vt2)))
-        scale = torch.where(sticking, ckf.expand_as(vt2),
-                            torch.where(sliding, inv, torch.zeros_like(vt2)))
+        zero = torch.zeros_like(c)
+        one = torch.ones_like(c)
+        if "elastic_width" in self.scene:
+            pen = torch.clamp(-c, min=0.0)
+            w, depth = self.scene["elastic_width"], self.scene["damping_depth"]
+            t = pen / w
+            elastic = torch.where(pen < w, cke * w * (2.0 * t * t - t * t * t), cke * pen)
+            t = pen / depth
+            ramp = torch.where(pen < depth, t * t * (3.0 - 2.0 * t), one)
+            fn = elastic - ckd * torch.clamp(v[:, 1], max=0.0) * ramp
+            cap = cmu * fn
+            pos = cap > 0.0
+            x2 = ckf * ckf * vt2 / torch.where(pos, cap * cap, one)
+            big = x2 > 1e-4
+            xs = torch.sqrt(torch.where(big, x2, one))
+            factor = torch.where(big, torch.tanh(xs) / xs, 1.0 - x2 / 3.0 + 2.0 * x2 * x2 / 15.0)
+            scale = torch.where(pos, ckf * factor, zero)
+        else:
+            fn = -(cke * c + ckd * torch.clamp(v[:, 1], max=0.0))
+            cap = cmu * fn
+            sticking = ckf * ckf * vt2 < cap * cap
+            sliding = (~sticking) & (vt2 > 0.0)
+            inv = cap / torch.sqrt(torch.where(sliding, vt2, one))
+            scale = torch.where(sticking, ckf.expand_as(vt2), torch.where(sliding, inv, zero))
         force = fn[:, None] * self.unit_y - scale[:, None] * vt
         return torch.where((c < 0.0)[:, None], force, torch.zeros_like(force))
 
