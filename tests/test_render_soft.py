@@ -193,6 +193,9 @@ def test_fd_texture_lights_face_colours_background():
     bg = torch.tensor([0.1, 0.2, 0.3], dtype=f64, requires_grad=True)
     r.background = bg
     _fd_check(loss, bg, n_probe=3)
+    bg_image = torch.rand(16, 20, 3, generator=torch.Generator().manual_seed(2), dtype=f64)
+    r.background = bg_image.requires_grad_()
+    _fd_check(loss, bg_image, n_probe=4)
     fc = torch.tensor([[0.2, 0.5, 0.9], [0.7, 0.1, 0.3]], dtype=f64, requires_grad=True)
     r.meshes[1].vertex_colors = None
     r.meshes[1].face_colors = fc
