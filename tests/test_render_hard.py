@@ -74,3 +74,19 @@ def test_backface_and_winding_do_not_matter_for_silhouette():
     b = SoftRasterizer(cam, Mesh([[0, 2, 1]], lit=False), mode="hard")(v)
     assert torch.equal(a[..., 3], b[..., 3]) and a[..., 3].sum() > 50
     assert torch.allclose(a, b, atol=1e-12)
+
+
+def test_texture_orientation_soft_and_hard():
+    """uv (0, 0) is the texture's bottom-left: the image shows the texture upright."""
+    tex = torch.zeros(4, 4, 3, dtype=f64)
+    tex[:2, :, 0] = 1  # top rows red
+    tex[2:, :, 2] = 1  # bottom rows blue
+    tex[:, :2, 1] = 0.5  # left columns get green
+    v = torch.tensor([[-1, -1, 0], [1, -1, 0], [1, 1, 0], [-1, 1, 0]], dtype=f64)
+    uv = torch.tensor([[0, 0], [1, 0], [1, 1], [0, 1]], dtype=f64)
+    cam = Camera.look_at((0, 0, 5.0), (0, 0, 0), fov_y_deg=40, width=32, height=32)
+    mesh = Mesh([[0, 1, 2], [0, 2, 3]], uv=uv, texture=tex, lit=False)
+    for mode in ("hard", "soft"):
+        out = SoftRasterizer(cam, mesh, mode=mode)(v)
+        assert torch.allclose(out[10, 10], torch.tensor([1.0, 0.5, 0.0, 1.0], dtype=f64))
+        assert torch.allclose(out[21, 21], torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=f64))
