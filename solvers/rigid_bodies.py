@@ -63,6 +63,11 @@ def omega_times_quat(o, q):
     ])
 
 
+# Loops shorter than this run on the launching thread: waking the CPU thread pool costs
+# more than the work of a few bodies or a small mesh (and a lot on a busy machine).
+SERIAL_BELOW = 512
+
+
 def _field_bytes(*fields) -> int:
     total = 0
     for f in fields:
@@ -276,6 +281,8 @@ class RigidBodySystem:
         """Contact, loads and impulses (atomic adds into the bodies), then integration.
         Top-level loops only: the adjoint kernel runs them in reverse order."""
         if ti.static(self.has_ground and self.nv > 0):
+            if ti.static(self.nv < SERIAL_BELOW):
+                ti.loop_config(serialize=True)
             for i in range(self.nv):
                 b = self.vbody[i]
                 rot = quat_to_mat(self.q[row, b])
@@ -284,6 +291,7 @@ class RigidBodySystem:
                 self.fsum[row, b] += f
                 self.tsum[row, b] += tau
         if ti.static(self.nl > 0):
+            ti.loop_config(serialize=True)  # a handful of loads
             for l in range(self.nl):
                 b = self.load_body[l]
                 rot = quat_to_mat(self.q[row, b])
@@ -294,6 +302,7 @@ class RigidBodySystem:
                 self.fsum[row, b] += f
                 self.tsum[row, b] += r.cross(f)
         if ti.static(self.nk > 0):
+            ti.loop_config(serialize=True)
             for k in range(self.nk):
                 b = self.imp_body[k]
                 rot = quat_to_mat(self.q[row, b])
@@ -305,6 +314,8 @@ class RigidBodySystem:
                 r = flags[0] * mv(rot, self.imp_point[k] - self.com_off[b])
                 self.fsum[row, b] += f
                 self.tsum[row, b] += r.cross(f)
+        if ti.static(self.nb < SERIAL_BELOW):
+            ti.loop_config(serialize=True)
         for b in range(self.nb):
             m = self.mass[b]
             ms = m * self.iscale[b]
