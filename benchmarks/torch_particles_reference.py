@@ -58,7 +58,11 @@ def scene_from_simulation(sim) -> dict:
     scene["pinned"] = model.particles.pinned.to_numpy().astype(bool)
     scene["ground_height"] = model.ground.height
     scene["radius"] = model.ground.radius
-    scene["damping_depth"] = float(getattr(model.ground, "damping_depth", 0.0))
+    # the smoothed contact (C1 at first touch and at friction saturation), when the
+    # engine's ground has it; None selects the original gradSim contact
+    smooth = hasattr(model.ground, "elastic_width")
+    scene["elastic_width"] = float(model.ground.elastic_width) if smooth else None
+    scene["damping_depth"] = float(model.ground.damping_depth) if smooth else None
     scene["dt"] = sim.dt
     scene["frames"] = sim.frames
     scene["substeps"] = sim.substeps
@@ -86,7 +90,8 @@ class TorchParticles:
         self.any_pinned = bool(self.pinned.any())
         self.ground_height = float(scene["ground_height"])
         self.radius = float(scene["radius"])
-        self.damping_depth = float(scene.get("damping_depth", 0.0))
+        self.elastic_width = scene.get("elastic_width")
+        self.damping_depth = scene.get("damping_depth")
         self.dt = float(scene["dt"])
         self.frames = int(scene["frames"])
         self.substeps = int(scene["substeps"])
@@ -117,24 +122,46 @@ class TorchParticles:
         return f.index_add(0, i, fs).index_add(0, j, -fs)
 
     def contact_forces(self, x, v, cke, ckd, ckf, cmu):
-        """``solvers/ground_contact.py``: fn = -(ke c + kd min(vn, 0) ramp) for c < 0, with
-        ramp = min(1, -c / damping_depth) (1 when damping_depth = 0); friction -kf vt while
-        kf |vt| < mu fn, else -(mu fn / |vt|) vt (zero when vt = 0)."""
+        """``solvers/ground_contact.py``, for penetration p = -c > 0 (c the signed distance).
+
+        Original (gradSim): fn = ke p - kd min(vn, 0); friction -kf vt while
+        kf |vt| < mu fn, else -(mu fn / |vt|) vt (zero when vt = 0).
+        Smoothed (when the scene has ``elastic_width``): the elastic term blends in with
+        ke w (2 t^2 - t^3), t = p / w, below p = w; the damping is scaled by the smoothstep
+        t^2 (3 - 2 t), t = p / damping_depth, below p = damping_depth; friction is
+        -kf (tanh(s) / s) vt with s = kf |vt| / (mu fn) (series 1 - s^2/3 + 2 s^4/15 for
+        s^2 <= 1e-4), zero when mu fn <= 0.
+        """
         c = x[:, 1] - self.radius - self.ground_height
-        damping = ckd * torch.clamp(v[:, 1], max=0.0)
-        if self.damping_depth > 0:
-            damping = damping * torch.clamp(-c / self.damping_depth, max=1.0)
-        fn = -(cke * c + damping)
+        vn_neg = torch.clamp(v[:, 1], max=0.0)
         vt = v * self.tangential
         vt2 = (vt * vt).sum(1)
-        cap = cmu * fn
-        sticking = ckf * ckf * vt2 < cap * cap
-        sliding = (~sticking) & (vt2 > 0.0)
-        # where() with a safe denominator: the unselected branch must not produce inf/NaN
-        # gradients (0 * inf = NaN in autograd).
-        inv = cap / torch.sqrt(torch.where(sliding, vt2, torch.ones_like(vt2)))
-        scale = torch.where(sticking, ckf.expand_as(vt2),
-                            torch.where(sliding, inv, torch.zeros_like(vt2)))
+        one = torch.ones_like(vt2)
+        # where() everywhere below picks values whose unselected branch stays finite with
+        # finite gradients (0 * inf = NaN in autograd), hence the "safe" denominators
+        if self.elastic_width is None:
+            fn = -(cke * c + ckd * vn_neg)
+            cap = cmu * fn
+            sticking = ckf * ckf * vt2 < cap * cap
+            sliding = (~sticking) & (vt2 > 0.0)
+            inv = cap / torch.sqrt(torch.where(sliding, vt2, one))
+            scale = torch.where(sticking, ckf.expand_as(vt2),
+                                torch.where(sliding, inv, torch.zeros_like(vt2)))
+        else:
+            pen = -c
+            w, dd = self.elastic_width, self.damping_depth
+            t = pen / w
+            elastic = torch.where(pen < w, cke * w * (2.0 * t * t - t * t * t), cke * pen)
+            t = pen / dd
+            ramp = torch.where(pen < dd, t * t * (3.0 - 2.0 * t), one)
+            fn = elastic - ckd * vn_neg * ramp
+            cap = cmu * fn
+            active = cap > 0.0
+            x2 = ckf * ckf * vt2 / torch.where(active, cap * cap, one)
+            big = x2 > 1e-4
+            s = torch.sqrt(torch.where(big, x2, one))
+            factor = torch.where(big, torch.tanh(s) / s, 1.0 - x2 / 3.0 + 2.0 * x2 * x2 / 15.0)
+            scale = torch.where(active, ckf * factor, torch.zeros_like(vt2))
         force = fn[:, None] * self.unit_y - scale[:, None] * vt
         return torch.where((c < 0.0)[:, None], force, torch.zeros_like(force))
 
