@@ -15,7 +15,7 @@ import torch
 
 from gradsim_taichi import runtime
 from gradsim_taichi.render import soft_raster as K
-from gradsim_taichi.render.tiles import Bins, bin_faces, face_valid
+from gradsim_taichi.render.tiles import Bins, bin_faces
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,8 @@ def _ensure_tex(tex, texsize):
     return tex, texsize
 
 
-def bins_for(geom: torch.Tensor, st: RasterSettings, reach: float) -> tuple[torch.Tensor, Bins]:
-    valid = face_valid(geom.detach(), st.near)
-    return valid, bin_faces(geom.detach(), valid, st.width, st.height, reach, st.tile)
+def bins_for(geom: torch.Tensor, st: RasterSettings, reach: float) -> Bins:
+    return bin_faces(geom.detach(), st.near, st.width, st.height, reach, st.tile)
 
 
 class SoftRasterFunction(torch.autograd.Function):
@@ -83,7 +82,7 @@ class SoftRasterFunction(torch.autograd.Function):
         tex_in = tex
         tex, texsize = _ensure_tex(None if tex is None else tex.detach().contiguous(), texsize)
         bg = bg.detach().contiguous()
-        valid, bins = bins_for(geom, st, math.sqrt(st.d2max))
+        bins = bins_for(geom, st, math.sqrt(st.d2max))
         out = torch.empty(F, st.height, st.width, 4, dtype=geom.dtype)
         state = torch.empty(F, st.height, st.width, 3, dtype=geom.dtype)
         args = (geom, col, uv, texid, tex, texsize, bins.bbox, bins.tile_start, bins.entry_face)
@@ -132,7 +131,7 @@ def hard_face_ids(xy: torch.Tensor, z: torch.Tensor, st: RasterSettings) -> torc
     """Nearest face per pixel (z-buffer), ``[F, H, W]`` int64, -1 where no face."""
     F = z.shape[0]
     geom = pack_geometry(xy.detach(), z.detach())
-    _, bins = bins_for(geom, st, 0.0)
+    bins = bins_for(geom, st, 0.0)
     face_id = torch.full((F, st.height, st.width), -1, dtype=torch.int32)
     zbuf = torch.full((F, st.height, st.width), st.far, dtype=geom.dtype)
     K.hard_zbuffer(

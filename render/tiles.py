@@ -1,15 +1,18 @@
-"""Per-face screen boxes and tile binning (torch, no gradients).
+"""Per-face screen boxes and tile binning (no gradients).
 
 Each face gets an inclusive pixel box grown by the sigmoid's reach; the image is cut
 into ``tile x tile`` tiles and every (frame, tile) gets the list of faces whose box
 meets it, in increasing face order (a stable sort keeps runs deterministic).
+:func:`bin_faces` does it with two Taichi kernels and a few torch calls;
+:func:`bin_faces_torch` is the same in plain torch (kept as a cross-check for tests).
 """
-
-from __future__ import annotations
 
 from dataclasses import dataclass
 
+import taichi as ti
 import torch
+
+NDA = ti.types.ndarray()
 
 
 @dataclass
@@ -34,7 +37,7 @@ def face_valid(geom: torch.Tensor, near: float) -> torch.Tensor:
     return finite & (z > near).all(-1) & (area.abs() > 1e-30)
 
 
-def bin_faces(
+def bin_faces_torch(
     geom: torch.Tensor, valid: torch.Tensor, width: int, height: int, reach: float, tile: int
 ) -> Bins:
     """Boxes grown by ``reach`` (screen units) and the face lists of every tile.
@@ -95,6 +98,112 @@ def bin_faces(
         bbox=bbox,
         tile_start=tile_start.to(torch.int32),
         entry_face=entry_face.contiguous(),
+        entry_key=ft,
+        tile=tile,
+        ntx=ntx,
+        nty=nty,
+    )
+
+
+@ti.kernel
+def _face_boxes(
+    geom: NDA, bbox: NDA, counts: NDA, near: float, reach_px: float, tile: int, W: int, H: int
+):
+    """Per face: validity (as :func:`face_valid`), the grown pixel box and its tile count."""
+    F = geom.shape[0]
+    T = geom.shape[1]
+    half = 0.5 * H
+    for f, t in ti.ndrange(F, T):
+        ok = True
+        for k in ti.static(range(9)):
+            if not ti.abs(geom[f, t, k]) < 1e300:  # NaN or infinite
+                ok = False
+        for k in ti.static(range(6, 9)):
+            if not geom[f, t, k] > near:
+                ok = False
+        x0 = geom[f, t, 0]
+        y0 = geom[f, t, 1]
+        x1 = geom[f, t, 2]
+        y1 = geom[f, t, 3]
+        x2 = geom[f, t, 4]
+        y2 = geom[f, t, 5]
+        area = (x1 - x0) * (y2 - y0) - (y1 - y0) * (x2 - x0)
+        if not ti.abs(area) > 1e-30:
+            ok = False
+        n = 0
+        j0 = 1
+        j1 = 0
+        i0 = 1
+        i1 = 0
+        if ok:
+            fj0 = ti.ceil(ti.min(x0, x1, x2) * half - reach_px - 0.5) - 1.0
+            fj1 = ti.floor(ti.max(x0, x1, x2) * half + reach_px - 0.5) + 1.0
+            fi0 = ti.ceil(ti.min(y0, y1, y2) * half - reach_px - 0.5) - 1.0
+            fi1 = ti.floor(ti.max(y0, y1, y2) * half + reach_px - 0.5) + 1.0
+            if fj0 <= W - 1 and fj1 >= 0 and fi0 <= H - 1 and fi1 >= 0:
+                j0 = ti.cast(ti.max(fj0, 0.0), ti.i32)
+                j1 = ti.cast(ti.min(fj1, W - 1.0), ti.i32)
+                i0 = ti.cast(ti.max(fi0, 0.0), ti.i32)
+                i1 = ti.cast(ti.min(fi1, H - 1.0), ti.i32)
+                n = (j1 // tile - j0 // tile + 1) * (i1 // tile - i0 // tile + 1)
+        bbox[f, t, 0] = j0
+        bbox[f, t, 1] = j1
+        bbox[f, t, 2] = i0
+        bbox[f, t, 3] = i1
+        counts[f * T + t] = n
+
+
+@ti.kernel
+def _fill_entries(
+    bbox: NDA, offsets: NDA, keys: NDA, ft: NDA, T: int, tile: int, ntx: int, nty: int
+):
+    """Per face: one (tile key, face) entry per tile its box meets, at the face's offset."""
+    for idx in range(offsets.shape[0] - 1):
+        f = idx // T
+        t = idx % T
+        o = offsets[idx]
+        if offsets[idx + 1] > o:
+            tx0 = bbox[f, t, 0] // tile
+            tx1 = bbox[f, t, 1] // tile
+            ty0 = bbox[f, t, 2] // tile
+            ty1 = bbox[f, t, 3] // tile
+            for ty in range(ty0, ty1 + 1):
+                for tx in range(tx0, tx1 + 1):
+                    keys[o] = (f * nty + ty) * ntx + tx
+                    ft[o] = idx
+                    o += 1
+
+
+def bin_faces(
+    geom: torch.Tensor, near: float, width: int, height: int, reach: float, tile: int
+) -> Bins:
+    """Boxes grown by ``reach`` (screen units) and the face lists of every tile, for
+    ``geom[F, T, 9]`` as in :mod:`.soft_raster`. Faces that are not
+    :func:`face_valid` get an empty box and no entries."""
+    F, T = geom.shape[0], geom.shape[1]
+    ntx = (width + tile - 1) // tile
+    nty = (height + tile - 1) // tile
+    g = geom.detach().contiguous()
+    bbox = torch.empty(F, T, 4, dtype=torch.int32)
+    counts = torch.empty(F * T, dtype=torch.int64)
+    _face_boxes(g, bbox, counts, near, reach * 0.5 * height, tile, width, height)
+    offsets = torch.zeros(F * T + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=offsets[1:])
+    E = int(offsets[-1])
+    keys = torch.empty(max(E, 1), dtype=torch.int64)
+    ft = torch.empty(max(E, 1), dtype=torch.int64)
+    _fill_entries(bbox, offsets, keys, ft, T, tile, ntx, nty)
+    keys, ft = keys[:E], ft[:E]
+    keys, order = torch.sort(keys, stable=True)
+    ft = ft[order]
+    ntiles = F * nty * ntx
+    tile_start = torch.zeros(ntiles + 1, dtype=torch.int64)
+    torch.cumsum(torch.bincount(keys, minlength=ntiles), 0, out=tile_start[1:])
+    entry_face = (ft % T).to(torch.int32) if E > 0 else torch.zeros(1, dtype=torch.int32)
+    return Bins(
+        bbox=bbox,
+        tile_start=tile_start.to(torch.int32),
+        entry_face=entry_face,
         entry_key=ft,
         tile=tile,
         ntx=ntx,

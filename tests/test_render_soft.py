@@ -295,3 +295,21 @@ def test_float32_runtime_renders():
     assert out.dtype == torch.float32 and math.isclose(out[8, 8, 0].item(), 1.0, abs_tol=1e-3)
     out.sum().backward()
     assert torch.isfinite(verts[0].grad).all() and verts[0].grad.abs().sum() > 0
+
+
+def test_taichi_binning_matches_torch_binning():
+    from gradsim_taichi.render.bridge import pack_geometry
+    from gradsim_taichi.render.tiles import bin_faces, bin_faces_torch, face_valid
+
+    xy, z = _random_faces(3, 40, 50, 70, seed=9, tex=False)[:2]
+    xy = xy * 1.4 - 0.3  # some faces leave the image
+    geom = pack_geometry(xy, z)
+    geom[0, 5, 7] = 0.1  # behind near
+    geom[1, 7, 0] = float("nan")
+    geom[2, 3, 2:4] = geom[2, 3, 0:2]  # degenerate
+    for reach in (0.0, 0.05):
+        a = bin_faces(geom, 0.5, 70, 50, reach, 8)
+        b = bin_faces_torch(geom, face_valid(geom, 0.5), 70, 50, reach, 8)
+        for k in ("bbox", "tile_start", "entry_face", "entry_key"):
+            assert torch.equal(getattr(a, k), getattr(b, k)), k
+        assert a.entry_key.numel() > 0
