@@ -25,9 +25,11 @@ def cached(key, make):
 
 
 def free_sim():
-    """One box, no ground: a point load (world), a body-frame load, an impulse."""
+    """A box and a sphere, no ground; on the box a point load (world), a body-frame load
+    and an impulse."""
     b = gs.ModelBuilder(ground=False)
     b.add_rigid_box(BOX, mass=2.0)
+    b.add_rigid_sphere(0.3, 1, density=100.0)
     b.add_body_force(0, (0.0, 0.0, 0.0), point=(0.2, 0.1, 0.0), frames=[0])
     b.add_body_force(0, (0.0, 0.0, 0.0), point=(0.0, 0.1, 0.15), frame="body", frames=[0])
     b.add_body_impulse(0, (0.0, 0.0, 0.0), start=0.004, duration=0.021)
@@ -73,7 +75,7 @@ def momentum(states, inertia):
 
 
 def test_projectile_and_output_vertices():
-    sim = free_sim()
+    sim = cached("free", free_sim)
     q0 = np.array([0.9, 0.3, -0.2, 0.1])
     x0, v0 = np.array([0.1, 2.0, -0.3]), np.array([1.5, 4.0, 0.5])
     verts, st = run(sim, body_position=x0, body_velocity=v0, body_orientation=q0,
@@ -92,15 +94,21 @@ def test_projectile_and_output_vertices():
 
     p = trimesh.creation.box(BOX).vertices
     r0 = rotation(q0 / np.linalg.norm(q0))
-    np.testing.assert_allclose(verts[0], x0 + p @ r0.T, atol=1e-12)
+    np.testing.assert_allclose(verts[0, :8], x0 + p @ r0.T, atol=1e-12)
     r = rotation(st["orientation"][-1, 0])
-    np.testing.assert_allclose(verts[-1], st["position"][-1, 0] + p @ r.T, atol=1e-12)
+    np.testing.assert_allclose(verts[-1, :8], st["position"][-1, 0] + p @ r.T, atol=1e-12)
+    # the second body: its vertices follow the box's in the output, same free flight
     system = sim.model.systems[-1]
-    assert system.meshes[0][0] == 0 and system.faces.shape == (12, 3)
+    assert [o for o, _ in system.meshes] == [0, 8] and verts.shape == (61, 8 + 42, 3)
+    assert system.faces.shape == (12 + 80, 3) and system.faces[12:].min() == 8
+    np.testing.assert_allclose(st["position"][:, 1], discrete, atol=1e-10)
+    sphere = trimesh.creation.icosphere(1, 0.3).vertices
+    r = rotation(st["orientation"][-1, 1])
+    np.testing.assert_allclose(verts[-1, 8:], st["position"][-1, 1] + sphere @ r.T, atol=1e-12)
 
 
 def test_torque_free_spin_conserves_angular_momentum():
-    sim = free_sim()
+    sim = cached("free", free_sim)
     # spin mostly about the intermediate axis (z): strongly unstable, w changes a lot
     _, st = run(sim, body_angular_velocity=(0.3, 0.4, 15.0), body_position=(0, 5.0, 0))
     L = momentum(st, box_inertia(2.0))
@@ -116,7 +124,7 @@ def test_torque_free_spin_conserves_angular_momentum():
 
 
 def test_off_com_force_gives_r_cross_f_and_impulse_momentum():
-    sim = free_sim()
+    sim = cached("free", free_sim)
     f = np.array([0.0, 0.0, 1e-4])  # tiny: the box barely turns during the frame
     pf = np.zeros((60, 2, 3))
     pf[0, 0] = f
@@ -143,7 +151,7 @@ def test_off_com_force_gives_r_cross_f_and_impulse_momentum():
 
 
 def test_box_settles_at_expected_penetration():
-    sim = ground_sim()
+    sim = cached("ground", ground_sim)
     ke, m = 1e4, 1.0
     _, st = run(sim, body_position=(0.0, 0.1 + 0.01, 0.0), contact_ke=ke, contact_kd=100.0)
     depth = m * G / (4 * ke)  # four bottom vertices share the weight
@@ -152,7 +160,7 @@ def test_box_settles_at_expected_penetration():
 
 
 def test_box_slides_with_deceleration_mu_g():
-    sim = ground_sim()
+    sim = cached("ground", ground_sim)
     mu, ke = 0.3, 1e4
     y = 0.1 - 1.0 * G / (4 * ke)  # start at rest height
     _, st = run(sim, body_position=(0.0, y, 0.0), body_velocity=(2.0, 0.0, 1.0),
@@ -171,7 +179,7 @@ def test_box_slides_with_deceleration_mu_g():
 
 
 def test_higher_damping_bounces_lower():
-    sim = ground_sim()
+    sim = cached("ground", ground_sim)
     heights = []
     for kd in (1.0, 30.0):
         _, st = run(sim, body_position=(0.0, 0.4, 0.0), contact_kd=kd, contact_ke=1e4,
@@ -203,6 +211,17 @@ def test_builder_errors():
     b.add_body_force(i, (1, 0, 0), point=(0, 0.2, 0), frames=[5])
     with pytest.raises(ValueError, match="outside the simulation's frames"):
         gs.Simulation(b.finalize(), frames=3, substeps=2)
+
+
+def test_add_rigid_from_file(tmp_path):
+    import trimesh
+
+    path = tmp_path / "cone.stl"
+    trimesh.creation.cone(0.2, 0.5, sections=24).export(path)
+    b = gs.ModelBuilder()
+    assert b.add_rigid_from_file(path, density=300.0) == 0
+    body = b._rigid_state["bodies"][0]
+    assert body["mass"] == pytest.approx(300.0 * trimesh.load(path).volume, rel=1e-9)
 
 
 # ---- gradients ---------------------------------------------------------------------------
@@ -281,3 +300,31 @@ def test_gradients_match_finite_differences(scene):
                 break
         assert abs(fd) * max(1.0, abs(v0[k])) > 1e-6, (name, fd)  # a gradient to check
         assert abs(grad[k] - fd) <= 1e-5 * abs(fd), (name, grad[k], fd)
+
+
+def test_torch_reference_matches_engine():
+    """benchmarks/torch_rigid_reference.py is the same model: trajectory and gradients."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    from torch_rigid_reference import from_system
+
+    sim = cached("fd", fd_sim)
+    for name, value in {**SCENES["bounce"], "body_point_force": 0.0, "body_impulse": 0.0,
+                        "body_com_offset": (0.01, -0.02, 0.005)}.items():
+        sim.set_param(name, value)
+    weights = np.random.default_rng(5).normal(size=(21, 8, 3))
+    out = sim.forward()["rigid"]
+    sim.backward({"rigid": weights})
+    ref, params = from_system(sim.model.systems[-1], sim)
+    checked = ["body_mass", "body_com_offset", "contact_ke", "contact_kd", "contact_mu",
+               "body_angular_velocity"]
+    leaves = {n: v.clone().requires_grad_(n in checked) for n, v in params.items()}
+    ref_out = ref.rollout(leaves, sim.frames, sim.substeps, sim.dt)
+    np.testing.assert_allclose(ref_out.detach().numpy(), out, atol=1e-10)
+    (ref_out * torch.from_numpy(weights)).sum().backward()
+    for name in checked:
+        theirs = leaves[name].grad.numpy()
+        np.testing.assert_allclose(sim.param_grad(name), theirs,
+                                   atol=1e-8 * np.abs(theirs).max(), err_msg=name)
