@@ -234,7 +234,7 @@ def measure_memory(n: int, frames: int) -> list[dict]:
     rows = []
     for mode in ("checkpoint", "full"):
         cmd = [sys.executable, os.path.abspath(__file__), "--_memory-child", mode,
-               "--n", str(n), "--memory-frames", str(frames)]
+               "--n", str(n), "--memory-frames", str(frames), "--threads", str(THREADS)]
         res = subprocess.run(cmd, capture_output=True, text=True, check=True)
         rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
     return rows
@@ -326,9 +326,13 @@ def main(argv=None):
     ap.add_argument("--memory-frames", type=int, default=60)
     ap.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     ap.add_argument("--precisions", default="f64,f32")
+    ap.add_argument("--threads", type=int, default=THREADS,
+                    help="CPU threads of both sides (the targets are for 2)")
     ap.add_argument("--_memory-child", dest="memory_child", choices=("checkpoint", "full"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    global THREADS
+    THREADS = args.threads
     args.n = args.n or (32 if args.quick else 64)
     if args.memory_child:
         print(json.dumps(memory_child(args.n, args.memory_child == "checkpoint",
