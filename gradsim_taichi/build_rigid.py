@@ -8,6 +8,19 @@ first body registers ONE system factory that builds the ``"rigid"`` system
 given in) in the world; primitives from trimesh.creation are centred at their mesh
 origin except the cone (base at z = 0, tip on +z). Cylinders, cones and capsules
 have their axis along the mesh's z axis.
+
+Ground contact uses the model's shared contact parameters; the paper's values for rigid
+shapes are ``ModelBuilder(contact_ke=1e5, contact_kd=1e3, contact_kf=1e3)`` (the
+builder's defaults are the particle ones). Gravity is the builder's (the learnable
+``gravity`` parameter belongs to the particle system).
+
+Example::
+
+    b = gs.ModelBuilder(contact_ke=1e5, contact_kd=1e3, contact_kf=1e3)
+    box = b.add_rigid_box((0.2, 0.1, 0.3), mass=1.0, position=(0, 0.5, 0))
+    b.add_body_impulse(box, (0.5, 0, 0), point=(0.1, 0, 0), start=0.0, duration=0.05)
+    sim = gs.Simulation(b.finalize(), frames=60, substeps=32)
+    verts = gs.simulate(sim, {"body_mass": mass})["rigid"]  # [61, 8, 3]
 """
 
 from __future__ import annotations
