@@ -128,7 +128,23 @@ class TetFEM:
         self.kd.from_numpy(np.asarray(damping, dtype=dtype))
         self.act = None
         self.frames = 0
-        self.apply_frame = _WithAdjoint(self._forces, self._forces_adjoint)
+        # Atomic-free scatter: per-tet vertex values go to [T, 4] buffers, then each
+        # particle sums its slots (CSR: particle -> slots 4 t + k). Float atomics were the
+        # bottleneck on the CPU, and this order is deterministic (bitwise reproducible).
+        order = np.argsort(tets.ravel(), kind="stable")
+        counts = np.bincount(tets.ravel(), minlength=particles.n)
+        self._gather_ids = np.nonzero(counts)[0]
+        ptr = np.concatenate([[0], np.cumsum(counts[self._gather_ids])])
+        self.n_gather = len(self._gather_ids)
+        self.gather_ids = ti.field(ti.i32, self.n_gather)
+        self.gather_ptr = ti.field(ti.i32, self.n_gather + 1)
+        self.gather_slot = ti.field(ti.i32, 4 * self.count)
+        self.gather_ids.from_numpy(self._gather_ids.astype(np.int32))
+        self.gather_ptr.from_numpy(ptr.astype(np.int32))
+        self.gather_slot.from_numpy(order.astype(np.int32))
+        self.buf_a = ti.Vector.field(3, real, shape=(self.count, 4))
+        self.buf_b = ti.Vector.field(3, real, shape=(self.count, 4))
+        self.apply_frame = _WithAdjoint(self._apply, self._apply_adjoint)
 
     # ---- storage and parameters --------------------------------------------------------
     def allocate(self, rows: int, frames: int) -> None:
@@ -200,8 +216,7 @@ class TetFEM:
         return F, Fdot, _cofactor(F)
 
     @ti.kernel
-    def _forces(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32,
-                frame: ti.i32):
+    def _forces(self, x: ti.template(), v: ti.template(), row: ti.i32, frame: ti.i32):
         for t in range(self.count):
             F, Fdot, cof = self._tet(x, v, row, t)
             J = _col(F, 0).dot(_col(F, 1).cross(_col(F, 2)))
@@ -218,9 +233,32 @@ class TetFEM:
             fsum = ti.Vector([0.0, 0.0, 0.0])
             for k in ti.static(range(3)):
                 fk = _col(H, k)
-                f[row, self.tets[t][k + 1]] += fk
+                self.buf_a[t, k + 1] = fk
                 fsum += fk
-            f[row, self.tets[t][0]] += -fsum
+            self.buf_a[t, 0] = -fsum
+
+    @ti.kernel
+    def _gather(self, out: ti.template(), out2: ti.template(), row: ti.i32, two: ti.i32):
+        # vector locals in this dynamic inner loop are fine: no autodiff runs through it
+        for j in range(self.n_gather):
+            acc = ti.Vector([0.0, 0.0, 0.0])
+            acc2 = ti.Vector([0.0, 0.0, 0.0])
+            for q in range(self.gather_ptr[j], self.gather_ptr[j + 1]):
+                slot = self.gather_slot[q]
+                acc += self.buf_a[slot // 4, slot % 4]
+                if two:
+                    acc2 += self.buf_b[slot // 4, slot % 4]
+            out[row, self.gather_ids[j]] += acc
+            if two:
+                out2[row, self.gather_ids[j]] += acc2
+
+    def _apply(self, x, v, f, row, frame):
+        self._forces(x, v, row, frame)
+        self._gather(f, f, row, 0)
+
+    def _apply_adjoint(self, x, v, f, row, frame):
+        self._forces_adjoint(x, v, f, row, frame)
+        self._gather(x.grad, v.grad, row, 1)
 
     @ti.kernel
     def _forces_adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(),
@@ -267,12 +305,12 @@ class TetFEM:
             sx = ti.Vector([0.0, 0.0, 0.0])
             sv = ti.Vector([0.0, 0.0, 0.0])
             for k in ti.static(range(3)):
-                x.grad[row, self.tets[t][k + 1]] += _col(dX, k)
-                v.grad[row, self.tets[t][k + 1]] += _col(dV, k)
+                self.buf_a[t, k + 1] = _col(dX, k)
+                self.buf_b[t, k + 1] = _col(dV, k)
                 sx += _col(dX, k)
                 sv += _col(dV, k)
-            x.grad[row, self.tets[t][0]] += -sx
-            v.grad[row, self.tets[t][0]] += -sv
+            self.buf_a[t, 0] = -sx
+            self.buf_b[t, 0] = -sv
 
     # ---- inspection (numpy, for tests and diagnostics) ---------------------------------
     def deformation(self, positions) -> np.ndarray:
