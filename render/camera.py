@@ -103,17 +103,26 @@ class Camera:
         cam._extrinsic = _as_tensor(T_world_to_cam, "T_world_to_cam", (4, 4))
         return cam
 
+    def intrinsics(self) -> tuple[torch.Tensor, ...]:
+        """``(fx, fy, cx, cy)`` as tensors of the current runtime dtype."""
+        dt = runtime.torch_dtype()
+        return tuple(x.to(dt) for x in (self.fx, self.fy, self.cx, self.cy))
+
     def world_to_camera(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotation ``R`` [3,3] and translation ``t`` [3] with ``x_cam = R @ x_world + t``."""
+        """Rotation ``R`` [3,3] and translation ``t`` [3] with ``x_cam = R @ x_world + t``
+        (in the current runtime dtype)."""
+        dt = runtime.torch_dtype()
         if self._extrinsic is not None:
-            return self._extrinsic[:3, :3], self._extrinsic[:3, 3]
-        fwd = self._target - self._eye
+            T = self._extrinsic.to(dt)
+            return T[:3, :3], T[:3, 3]
+        eye, target, up = self._eye.to(dt), self._target.to(dt), self._up.to(dt)
+        fwd = target - eye
         fwd = fwd / fwd.norm()
-        right = torch.linalg.cross(fwd, self._up)
+        right = torch.linalg.cross(fwd, up)
         right = right / right.norm()
         down = torch.linalg.cross(fwd, right)
         R = torch.stack([right, down, fwd])
-        return R, -(R @ self._eye)
+        return R, -(R @ eye)
 
     def eye(self) -> torch.Tensor:
         """Camera centre in world coordinates."""
@@ -135,9 +144,10 @@ class Camera:
         points = points if isinstance(points, torch.Tensor) else torch.as_tensor(points)
         points = points.to(runtime.torch_dtype())
         pc = self.to_camera(points)
+        fx, fy, cx, cy = self.intrinsics()
         z = pc[..., 2]
-        u = self.fx * pc[..., 0] / z + self.cx
-        v = self.fy * pc[..., 1] / z + self.cy
+        u = fx * pc[..., 0] / z + cx
+        v = fy * pc[..., 1] / z + cy
         return torch.stack([u, v], dim=-1), z
 
     def __repr__(self) -> str:

@@ -135,13 +135,14 @@ class SoftRasterizer:
         cam = self.camera
         scale = 2.0 / cam.height
         eye = cam.eye()
+        fx, fy, cx, cy = cam.intrinsics()
         xys, zs, cols, uvs, texids, textures = [], [], [], [], [], []
         for m, v in zip(self.meshes, verts, strict=True):
             pc = cam.to_camera(v)
             z = pc[..., 2]
             zsafe = torch.where(z > 0.5 * cam.near, z, torch.ones_like(z))
-            u = (cam.fx * pc[..., 0] / zsafe + cam.cx) * scale
-            w = (cam.fy * pc[..., 1] / zsafe + cam.cy) * scale
+            u = (fx * pc[..., 0] / zsafe + cx) * scale
+            w = (fy * pc[..., 1] / zsafe + cy) * scale
             xy = torch.stack([u, w], -1)[:, m.faces]  # [F, T, 3, 2]
             xys.append(xy)
             zs.append(z[:, m.faces])
