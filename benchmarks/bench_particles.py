@@ -315,6 +315,7 @@ def run_precision(precision, args, bandwidth):
 
 
 def main(argv=None):
+    global THREADS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="32x32 grid, fewer repeats")
     ap.add_argument("--json", metavar="PATH", help="write the cases as JSON")
@@ -331,7 +332,6 @@ def main(argv=None):
     ap.add_argument("--_memory-child", dest="memory_child", choices=("checkpoint", "full"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    global THREADS
     THREADS = args.threads
     args.n = args.n or (32 if args.quick else 64)
     if args.memory_child:
