@@ -75,6 +75,10 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
         particle_radius: contact radius of every particle [m].
         contact_ke, contact_kd, contact_kf, contact_mu: the ground's penalty contact
             parameters (normal stiffness, normal damping, friction stiffness, Coulomb mu).
+        contact_damping_depth: penetration [m] over which the normal damping ramps in.
+        contact_elastic_width: penetration [m] over which the elastic force blends in
+            (both keep the contact force smooth at first touch; see
+            ``gradsim_taichi.solvers.ground_contact``).
     """
 
     def __init__(
@@ -87,6 +91,8 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
         contact_kd: float = 0.0,
         contact_kf: float = 1e3,
         contact_mu: float = 0.5,
+        contact_damping_depth: float = 1e-3,
+        contact_elastic_width: float = 1e-4,
     ):
         self.gravity = check_shape("gravity", check_finite("gravity", gravity), (3,))
         self.ground = bool(ground)
@@ -94,6 +100,11 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
         self.particle_radius = float(per_item("particle_radius", particle_radius, 1,
                                               nonnegative=True)[0])
         self.contact = {}
+        self.contact_smoothing = dict(
+            damping_depth=float(per_item("contact_damping_depth", contact_damping_depth, 1,
+                                         positive=True)[0]),
+            elastic_width=float(per_item("contact_elastic_width", contact_elastic_width, 1,
+                                         positive=True)[0]))
         self.set_ground_contact(contact_ke, contact_kd, contact_kf, contact_mu)
         self._x: list[np.ndarray] = []
         self._v: list[np.ndarray] = []
@@ -209,7 +220,8 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
             springs = tuple(np.concatenate(parts) for parts in zip(*self._springs))
         ground = None
         if self.ground:
-            ground = dict(height=self.ground_height, radius=self.particle_radius, **self.contact)
+            ground = dict(height=self.ground_height, radius=self.particle_radius,
+                          **self.contact_smoothing, **self.contact)
         return Model(particles, springs=springs, ground=ground,
                      force_factories=self._force_factories,
                      system_factories=self._system_factories)

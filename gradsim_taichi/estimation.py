@@ -19,6 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from gradsim_taichi import runtime
+from gradsim_taichi.optimisers import KINDS, Optimiser
 from gradsim_taichi.scenes.base import Scene
 
 
@@ -111,9 +112,9 @@ def estimate(
     scene: Scene,
     target_frames: torch.Tensor,
     params=None,
-    iters: int = 50,
-    lr: float = 0.05,
-    optimizer: str = "adam",
+    iters: int | None = None,
+    lr: float | None = None,
+    optimizer: str | None = None,
     frame_stride: int = 1,
     loss: str = "mse",
     supervision: str = "video",
@@ -132,9 +133,11 @@ def estimate(
         target_frames: target RGBA/RGB video ``[frames + 1, H, W, 4|3]`` in [0, 1], or
             target positions ``[frames + 1, V, 3]`` with ``supervision="3d"``.
         params: names of the parameters to estimate (default: the scene's).
-        iters: optimisation steps (> 0).
-        lr: learning rate (> 0) of the optimiser, on log-values for positive parameters.
-        optimizer: ``"adam"`` (learning rate decays 100x over the run) or ``"lbfgs"``.
+        iters: optimisation steps (> 0); default: the scene's.
+        lr: learning rate (> 0) of the optimiser, on log-values for positive parameters;
+            default: the scene's.
+        optimizer: ``"adam"`` (learning rate decays 100x over the run), ``"lbfgs"``, or
+            ``"adam+lbfgs"`` (Adam for 60% of the iterations, then L-BFGS polishing).
         frame_stride: compare every k-th frame (rendering fewer frames is cheaper).
         loss: ``"mse"`` or a callable ``loss(rendered, target) -> scalar tensor``.
         supervision: ``"video"`` (pixels) or ``"3d"`` (positions: DiffPhysics baseline).
@@ -146,6 +149,9 @@ def estimate(
         progress: show a tqdm bar with the current loss.
     """
     names = list(params) if params else list(scene.default_params)
+    iters = scene.iters if iters is None else iters
+    lr = scene.lr if lr is None else lr
+    optimizer = scene.optimizer if optimizer is None else optimizer
     unknown = [n for n in names if n not in scene.params]
     if unknown:
         raise KeyError(f"scene '{scene.name}' has no parameter {unknown[0]!r}; "
@@ -158,8 +164,8 @@ def estimate(
         raise ValueError(f"frame_stride must be a positive integer; got {frame_stride!r}")
     if supervision not in ("video", "3d"):
         raise ValueError(f"supervision must be 'video' or '3d'; got {supervision!r}")
-    if optimizer not in ("adam", "lbfgs"):
-        raise ValueError(f"optimizer must be 'adam' or 'lbfgs'; got {optimizer!r}")
+    if optimizer not in KINDS:
+        raise ValueError(f"optimizer must be one of {KINDS}; got {optimizer!r}")
     scene.ensure_built()
     target = check_target(scene, target_frames, supervision)
     frame_ids = torch.arange(0, scene.frames + 1, frame_stride)
@@ -177,9 +183,9 @@ def estimate(
         if scene.params[n].positive and np.any(init[n] <= 0):
             raise ValueError(f"initial value of '{n}' must be > 0; got {init[n]}")
     u = {n: _to_param(scene.params[n], init[n]) for n in names}
-    opt = _make_optimizer(optimizer, list(u.values()), lr, iters)
+    opt = Optimiser(optimizer, list(u.values()), lr, iters)
     history: list = []
-    start_iter, seconds_before = 0, 0.0
+    start_iter, seconds_before, scale = 0, 0.0, None
     state_path = Path(out_dir) / "state.pt" if out_dir is not None else None
     if resume and state_path is not None and state_path.exists():
         state = torch.load(state_path, weights_only=False)
@@ -189,12 +195,11 @@ def estimate(
         for n in names:
             with torch.no_grad():
                 u[n].copy_(state["u"][n])
-        opt["opt"].load_state_dict(state["optimizer"])
-        if opt["sched"] is not None:
-            opt["sched"].load_state_dict(state["scheduler"])
+        opt.load_state_dict(state["optimizer"])
         history, start_iter = state["history"], state["iteration"]
         init = state["init"]
         seconds_before = state["seconds"]
+        scale = state["loss_scale"]
 
     def values():
         return {n: _from_param(scene.params[n], u[n]) for n in names}
@@ -202,6 +207,12 @@ def estimate(
     def objective():
         vals = values()
         out = scene.simulate(vals)
+        if not all(torch.isfinite(x).all() for x in out.values()):
+            # The explicit integrator blew up at these values (a trial step went too far,
+            # e.g. too stiff for the substep): a large loss with zero gradient sends a
+            # line search back; it is not the NaN stop, which is for the current point.
+            penalty = 1e6 / scale if scale is not None else 1e6
+            return sum(v.sum() for v in vals.values()) * 0.0 + penalty, None
         if supervision == "3d":
             pred = scene.tracked_positions(out)[frame_ids]
         else:
@@ -217,31 +228,30 @@ def estimate(
     rendered = None
     for it in bar:
         before = {n: u[n].detach().clone() for n in names}
-        if optimizer == "lbfgs":
-            def closure():
-                opt["opt"].zero_grad()
-                value, _ = objective()
-                value.backward()
-                return value
-            value = opt["opt"].step(closure).detach()
-        else:
-            opt["opt"].zero_grad()
+
+        def closure():
+            # The loss is divided by its first value: L-BFGS's curvature test uses an
+            # absolute threshold (1e-10) that tiny pixel losses would never pass.
+            nonlocal rendered, scale
+            for t in u.values():
+                t.grad = None
             value, rendered = objective()
-            value = value.detach() if not value.requires_grad else value
+            if scale is None:
+                scale = 1.0 / max(float(value), 1e-300)
+            value = value * scale
             value.backward()
-            value = value.detach()
-        grads_ok = all(u[n].grad is None or torch.isfinite(u[n].grad).all() for n in names)
-        if not torch.isfinite(value) or not grads_ok:
+            return value
+
+        value, finite = opt.step(closure)
+        if not finite:
             with torch.no_grad():
                 for n in names:
                     u[n].copy_(before[n])
-            what = "loss" if not torch.isfinite(value) else "gradient"
+            what = "loss" if not torch.isfinite(value).all() else "gradient"
             status = (f"stopped at iteration {it}: the {what} became NaN/inf; "
                       "kept the last good estimate")
             break
-        if optimizer != "lbfgs":
-            opt["opt"].step()
-            opt["sched"].step()
+        value = value / scale
         record = {"iter": it, "loss": float(value)}
         for n in names:
             record[n] = float(_from_param(scene.params[n], before[n]).mean())
@@ -250,7 +260,7 @@ def estimate(
         done = it + 1
         if state_path is not None and (done % save_every == 0 or done == iters):
             _save_state(state_path, names, u, opt, history, done, init,
-                        seconds_before + time.perf_counter() - t0)
+                        seconds_before + time.perf_counter() - t0, scale)
         if callback is not None:
             callback(it, float(value), {n: v.detach() for n, v in values().items()}, rendered)
     bar.close()
@@ -273,26 +283,17 @@ def _mse(pred, target):
     return ((pred - target) ** 2).mean()
 
 
-def _make_optimizer(kind, tensors, lr, iters):
-    if kind == "lbfgs":
-        return {"opt": torch.optim.LBFGS(tensors, lr=lr, max_iter=1,
-                                         line_search_fn="strong_wolfe"), "sched": None}
-    opt = torch.optim.Adam(tensors, lr=lr)
-    gamma = 0.01 ** (1.0 / max(iters, 1))  # decay 100x over the run: settle precisely
-    return {"opt": opt, "sched": torch.optim.lr_scheduler.ExponentialLR(opt, gamma)}
-
-
-def _save_state(path: Path, names, u, opt, history, iteration, init, seconds):
+def _save_state(path: Path, names, u, opt, history, iteration, init, seconds, scale):
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "names": names,
         "u": {n: u[n].detach().clone() for n in names},
-        "optimizer": opt["opt"].state_dict(),
-        "scheduler": opt["sched"].state_dict() if opt["sched"] is not None else None,
+        "optimizer": opt.state_dict(),
         "history": history,
         "iteration": iteration,
         "init": init,
         "seconds": seconds,
+        "loss_scale": scale,
     }
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)

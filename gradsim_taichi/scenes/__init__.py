@@ -23,3 +23,6 @@ def make_scene(name: str, **overrides) -> Scene:
 
 __all__ = ["SCENES", "make_scene", "register", "Scene", "ParamSpec", "RenderPart",
            "ground_part"]
+
+# presets register themselves on import
+from gradsim_taichi.scenes import fem, rigid  # noqa: E402, F401

@@ -39,13 +39,18 @@ class ParamSpec:
     shape: tuple = ()
     positive: bool = True
     doc: str = ""
+    draw_shape: tuple | None = None
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """An initial guess drawn uniformly from ``[low, high]`` (log-uniform if positive
-        and the range spans more than a factor of 10)."""
+        and the range spans more than a factor of 10). With ``draw_shape`` one draw of
+        that shape is broadcast to ``shape`` (e.g. one velocity shared by all particles)."""
+        shape = self.shape if self.draw_shape is None else self.draw_shape
         if self.positive and self.high / self.low > 10:
-            return np.exp(rng.uniform(np.log(self.low), np.log(self.high), self.shape))
-        return rng.uniform(self.low, self.high, self.shape)
+            value = np.exp(rng.uniform(np.log(self.low), np.log(self.high), shape))
+        else:
+            value = rng.uniform(self.low, self.high, shape)
+        return np.broadcast_to(value, self.shape).copy()
 
 
 @dataclass
@@ -71,8 +76,16 @@ class Scene:
     fps: float = 60.0
     width: int = 64
     height: int = 64
+    # Soft rasterizer settings. The depth softmax multiplies a face's coverage D by
+    # exp(depth gap / gamma): a face's far tail (D below the cutoff, skipped) can still
+    # outweigh what lies behind it, and the loss jumps where a pixel leaves the face's
+    # reach. With gamma 1e-2 over a 10 m depth range (gaps up to e^30) a 1e-30 cutoff keeps
+    # the jumps below 1e-15; the reach is still only ~2.6 px at sigma 1e-4 and 64 px.
     sigma: float = 1e-4
-    gamma: float = 1e-4
+    gamma: float = 1e-2
+    threshold: float = 1e-30
+    near: float = 0.1
+    far: float = 10.0
     params: dict[str, ParamSpec] = field(default_factory=dict)
     default_params: tuple = ()
     camera_eye: tuple = (0.0, 1.0, 3.0)
@@ -94,6 +107,9 @@ class Scene:
         """The meshes to draw, given the finalized model."""
         raise NotImplementedError
 
+    def configure(self, sim: Simulation) -> None:
+        """Set inputs that need the Simulation (per-frame forces, ...). Default: nothing."""
+
     # ---- machinery --------------------------------------------------------------------
     def build(self) -> None:
         """Build the model, the Simulation and the renderer (after ``gradsim_taichi.init``)."""
@@ -101,14 +117,16 @@ class Scene:
         builder = self.build_model()
         model = builder.finalize()
         self.sim = Simulation(model, frames=self.frames, substeps=self.substeps, fps=self.fps)
+        self.configure(self.sim)
         self.parts = self.render_parts(model)
         for spec in self.params.values():
             self.sim.params[spec.sim_name]  # unknown names fail here, early
         self.camera = Camera.look_at(self.camera_eye, self.camera_target,
                                      fov_y_deg=self.fov_y_deg, width=self.width,
-                                     height=self.height)
+                                     height=self.height, near=self.near, far=self.far)
         self.renderer = SoftRasterizer(self.camera, [p.mesh for p in self.parts],
                                        sigma=self.sigma, gamma=self.gamma,
+                                       threshold=self.threshold,
                                        background=torch.tensor(self.background,
                                                                dtype=runtime.torch_dtype()))
         self._generation = runtime.generation()
@@ -156,9 +174,20 @@ class Scene:
                                    dtype=dtype) for n in names}
 
 
-def ground_part(size: float = 4.0, height: float = 0.0, color=(0.55, 0.6, 0.55)) -> RenderPart:
-    """A square ground plane of side ``size`` at y = ``height`` (two triangles, facing up)."""
-    h = size / 2
-    verts = np.array([[-h, height, -h], [h, height, -h], [h, height, h], [-h, height, h]])
-    faces = np.array([[0, 2, 1], [0, 3, 2]])
-    return RenderPart(Mesh(faces, color=color, smooth=False), static_vertices=verts)
+def ground_part(extent=(-3.0, 3.0, -3.0, 1.0), height: float = 0.0, wall_height: float = 3.0,
+                color=(0.55, 0.6, 0.55), wall_color=(0.85, 0.85, 0.88)) -> RenderPart:
+    """The stage: a ground rectangle ``x in [x0, x1], z in [z0, z1]`` at y = ``height`` and a
+    backdrop wall at z = z0, both facing the camera side (+y, +z).
+
+    Every pixel should see some surface: where the soft rasterizer's background shows
+    through, an object's far coverage tail (D ~ 1e-14) still outweighs the background in
+    the depth softmax, so colours flip at the coverage cutoff and the loss jumps. Against
+    a surface, the object's weight fades in smoothly. Keep ``z1`` in front of the camera
+    (faces crossing the near plane are culled)."""
+    x0, x1, z0, z1 = extent
+    h, top = height, height + wall_height
+    verts = np.array([[x0, h, z0], [x1, h, z0], [x1, h, z1], [x0, h, z1],
+                      [x0, top, z0], [x1, top, z0]], dtype=np.float64)
+    faces = np.array([[0, 2, 1], [0, 3, 2], [0, 1, 5], [0, 5, 4]])
+    colors = np.array([color, color, wall_color, wall_color], dtype=np.float64)
+    return RenderPart(Mesh(faces, face_colors=colors, smooth=False), static_vertices=verts)
