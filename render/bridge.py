@@ -64,6 +64,38 @@ def bins_for(geom: torch.Tensor, st: RasterSettings, reach: float) -> Bins:
     return bin_faces(geom.detach(), st.near, st.width, st.height, reach, st.tile)
 
 
+def _check_inputs(xy, z, col, tex, bg, uv, texid, texsize, st: RasterSettings) -> None:
+    dt = runtime.torch_dtype()
+    F, T = z.shape[0] if z.ndim == 3 else -1, z.shape[1] if z.ndim == 3 else -1
+    want = {
+        "xy": (xy, (F, T, 3, 2)),
+        "z": (z, (F, T, 3)),
+        "col": (col, (F, T, 18)),
+        "bg": (bg, (st.height, st.width, 3)),
+        "uv": (uv, (T, 6)),
+    }
+    for name, (t, shape) in want.items():
+        if t.dtype != dt:
+            raise TypeError(f"{name} has dtype {t.dtype}; the runtime precision needs {dt}")
+        if tuple(t.shape) != shape or F < 1 or T < 1:
+            raise ValueError(f"{name} must have shape {shape} (F, T >= 1), got {tuple(t.shape)}")
+    if texid.dtype != torch.int32 or tuple(texid.shape) != (T,):
+        raise TypeError(f"texid must be int32 [{T}], got {texid.dtype} {tuple(texid.shape)}")
+    if tex is not None:
+        if tex.dtype != dt or tex.ndim != 4 or tex.shape[3] != 3:
+            raise ValueError(
+                f"tex must be [K, Ht, Wt, 3] of {dt}, got {tex.dtype} {tuple(tex.shape)}"
+            )
+        if texsize is None or texsize.dtype != torch.int32 or tuple(texsize.shape) != (
+            tex.shape[0], 2,
+        ):  # fmt: skip
+            raise TypeError("texsize must be int32 [K, 2] matching tex")
+        if int(texid.max()) >= tex.shape[0]:
+            raise ValueError(f"texid {int(texid.max())} is past the {tex.shape[0]} textures")
+    elif int(texid.max()) >= 0:
+        raise ValueError("texid refers to a texture but tex is None")
+
+
 class SoftRasterFunction(torch.autograd.Function):
     """``rgba = SoftRasterFunction.apply(xy, z, col, tex, bg, uv, texid, texsize, settings)``.
 
@@ -76,6 +108,7 @@ class SoftRasterFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, xy, z, col, tex, bg, uv, texid, texsize, st: RasterSettings):
+        _check_inputs(xy, z, col, tex, bg, uv, texid, texsize, st)
         F, T = z.shape[0], z.shape[1]
         geom = pack_geometry(xy.detach(), z.detach())
         col = col.detach().contiguous()

@@ -313,3 +313,21 @@ def test_taichi_binning_matches_torch_binning():
         for k in ("bbox", "tile_start", "entry_face", "entry_key"):
             assert torch.equal(getattr(a, k), getattr(b, k)), k
         assert a.entry_key.numel() > 0
+
+
+def test_function_input_errors():
+    H, W = 6, 7
+    args = _random_faces(1, 3, H, W)
+    st = RasterSettings(width=W, height=H)
+    bad = list(args)
+    bad[0] = args[0].float()
+    with pytest.raises(TypeError, match="xy has dtype"):
+        SoftRasterFunction.apply(*bad, st)
+    bad = list(args)
+    bad[4] = args[4][:, :5]
+    with pytest.raises(ValueError, match="bg must have shape"):
+        SoftRasterFunction.apply(*bad, st)
+    bad = list(args)
+    bad[6] = torch.tensor([0, 5, -1], dtype=torch.int32)
+    with pytest.raises(ValueError, match="past the 2 textures"):
+        SoftRasterFunction.apply(*bad, st)
