@@ -9,7 +9,9 @@ The protocol of a system (see :class:`ParticleSolver`): ``name``, ``allocate(row
 frames)``, ``params()``, ``load(frame)``, ``clear_segment()``, ``step(row, frame, dt)``,
 ``save(frame, row)``, ``begin_backward(grad_frames)``, ``seed_segment(first_frame,
 frames_in_segment, substeps)``, ``step_grad(row, frame, dt)``, ``finish_backward()``,
-``output()``, ``state_bytes()``.
+``output()``, ``state_bytes()``; optionally ``velocity_output()`` (then the Simulation
+also outputs ``"<name>_velocity"`` and passes its adjoint as ``begin_backward``'s second
+argument).
 """
 
 from __future__ import annotations
@@ -75,8 +77,8 @@ class ParticleSolver:
     def save(self, frame, row):
         self.particles.save(frame, row)
 
-    def begin_backward(self, grad_frames):
-        self.particles.begin_backward(grad_frames)
+    def begin_backward(self, grad_frames, grad_velocities=None):
+        self.particles.begin_backward(grad_frames, grad_velocities)
         for force in self.forces:
             force.zero_grads()
 
@@ -88,6 +90,9 @@ class ParticleSolver:
 
     def output(self):
         return self.particles.output()
+
+    def velocity_output(self):
+        return self.particles.velocity_output()
 
     def state_bytes(self):
         return self.particles.state_bytes()

@@ -63,7 +63,12 @@ class Simulation:
 
     @property
     def output_names(self) -> list[str]:
-        return [s.name for s in self.systems]
+        names = []
+        for s in self.systems:
+            names.append(s.name)
+            if hasattr(s, "velocity_output"):
+                names.append(s.name + "_velocity")
+        return names
 
     # ---- parameters ------------------------------------------------------------------
     def set_param(self, name: str, value) -> None:
@@ -112,7 +117,8 @@ class Simulation:
         return tqdm(iterable, desc=desc, leave=False, disable=not show)
 
     def forward(self) -> dict[str, np.ndarray]:
-        """Run the rollout; returns ``{system name: positions [frames + 1, V, 3]}``."""
+        """Run the rollout; returns ``{system name: positions [frames + 1, V, 3]}``, plus
+        ``{name}_velocity`` for systems that report velocities (particles)."""
         self.model.check_alive()
         for first in self._bar(self._segments(), "simulate"):
             self._run_segment(first)
@@ -120,7 +126,12 @@ class Simulation:
                 for system in self.systems:
                     system.save(first + k, k * self.substeps)
         self._run_id += 1
-        return {s.name: s.output() for s in self.systems}
+        out = {}
+        for s in self.systems:
+            out[s.name] = s.output()
+            if hasattr(s, "velocity_output"):
+                out[s.name + "_velocity"] = s.velocity_output()
+        return out
 
     def backward(self, grad_outputs: dict[str, np.ndarray]) -> None:
         """Back-propagate dL/d(outputs) of the last :meth:`forward`; afterwards
@@ -132,7 +143,10 @@ class Simulation:
             g = grad_outputs.get(system.name)
             if g is None:
                 g = np.zeros_like(system.output())
-            system.begin_backward(g)
+            if hasattr(system, "velocity_output"):
+                system.begin_backward(g, grad_outputs.get(system.name + "_velocity"))
+            else:
+                system.begin_backward(g)
         steps = self.frames_per_segment * self.substeps
         for first in self._bar(reversed(self._segments()), "backward"):
             if self._buffer_segment != first:

@@ -51,6 +51,7 @@ class ParticleSystem:
         self.vc = ti.Vector.field(3, real, shape=(frames + 1, n))
         self.ext = ti.Vector.field(3, real, shape=(frames, n), needs_grad=True)
         self.out_grad = ti.Vector.field(3, real, shape=(frames + 1, n))
+        self.out_grad_v = ti.Vector.field(3, real, shape=(frames + 1, n))
         self.xc.from_numpy(np.broadcast_to(self._x0, (frames + 1, n, 3)).copy())
         self.vc.from_numpy(np.broadcast_to(self._v0, (frames + 1, n, 3)).copy())
         self.ext.from_numpy(np.broadcast_to(self._f_const, (frames, n, 3)).copy())
@@ -117,11 +118,17 @@ class ParticleSystem:
                 self.x[row + 1, i] = self.x[row, i]
 
     # ---- backward --------------------------------------------------------------------
-    def begin_backward(self, grad_frames) -> None:
-        """Zero all adjoints; ``grad_frames`` is dL/d(positions at frame boundaries)."""
+    def begin_backward(self, grad_frames, grad_velocities=None) -> None:
+        """Zero all adjoints; ``grad_frames`` / ``grad_velocities`` are dL/d(positions) and
+        dL/d(velocities) at the frame boundaries (None: zero)."""
         for field in (self.x, self.v, self.f, self.ext, self.mass, self.gravity):
             field.grad.fill(0)
-        self.out_grad.from_numpy(np.ascontiguousarray(grad_frames, dtype=runtime.np_dtype()))
+        dtype = runtime.np_dtype()
+        self.out_grad.from_numpy(np.ascontiguousarray(grad_frames, dtype=dtype))
+        if grad_velocities is None:
+            self.out_grad_v.fill(0)
+        else:
+            self.out_grad_v.from_numpy(np.ascontiguousarray(grad_velocities, dtype=dtype))
 
     @ti.kernel
     def seed_segment(self, first_frame: ti.i32, frames_in_segment: ti.i32, substeps: ti.i32):
@@ -140,12 +147,17 @@ class ParticleSystem:
             self.v.grad[last, i] = carry_v
             for k in range(1, frames_in_segment + 1):
                 self.x.grad[k * substeps, i] += self.out_grad[first_frame + k, i]
+                self.v.grad[k * substeps, i] += self.out_grad_v[first_frame + k, i]
 
     def finish_backward(self) -> None:
         """Row 0 of the first segment now holds dL/d(initial state)."""
         self._x0_grad = self.x.grad.to_numpy()[0] + self.out_grad.to_numpy()[0]
-        self._v0_grad = self.v.grad.to_numpy()[0]
+        self._v0_grad = self.v.grad.to_numpy()[0] + self.out_grad_v.to_numpy()[0]
 
     def output(self) -> np.ndarray:
         """Positions at every frame boundary, ``[frames + 1, N, 3]``."""
         return self.xc.to_numpy()
+
+    def velocity_output(self) -> np.ndarray:
+        """Velocities at every frame boundary, ``[frames + 1, N, 3]``."""
+        return self.vc.to_numpy()
