@@ -54,7 +54,9 @@ def build(bodies: int, frames: int, substeps: int, box: bool = False):
         vel = rng.normal(scale=0.3, size=3)
         spin = rng.normal(scale=2.0, size=3)
         if box:
-            b.add_rigid_box((0.2, 0.1, 0.15), density=500.0, position=(0, 0.3, 0),
+            # 24 kg: with the paper's contact constants the one-sided damping of a lighter
+            # box's rocking mode is explicit-unstable at this dt (chaotic adjoint)
+            b.add_rigid_box((0.4, 0.2, 0.3), density=1000.0, position=(0, 0.3, 0),
                             velocity=(1.0, 0.0, 0.5), angular_velocity=(1.0, 3.0, 0.5))
         else:
             pos = (pos[0], 0.099, pos[2])
