@@ -25,4 +25,4 @@ __all__ = ["SCENES", "make_scene", "register", "Scene", "ParamSpec", "RenderPart
            "ground_part"]
 
 # presets register themselves on import
-from gradsim_taichi.scenes import fem, rigid  # noqa: E402, F401
+from gradsim_taichi.scenes import cloth, fem, rigid  # noqa: E402, F401
