@@ -144,7 +144,7 @@ class TetFEM:
         self.gather_slot.from_numpy(order.astype(np.int32))
         self.buf_a = ti.Vector.field(3, real, shape=(self.count, 4))
         self.buf_b = ti.Vector.field(3, real, shape=(self.count, 4))
-        self.apply_frame = _WithAdjoint(self._apply, self._apply_adjoint)
+        self.apply_frame = _WithAdjoint(self._forces, self._forces_adjoint)
 
     # ---- storage and parameters --------------------------------------------------------
     def allocate(self, rows: int, frames: int) -> None:
@@ -216,7 +216,10 @@ class TetFEM:
         return F, Fdot, _cofactor(F)
 
     @ti.kernel
-    def _forces(self, x: ti.template(), v: ti.template(), row: ti.i32, frame: ti.i32):
+    def _forces(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32,
+                frame: ti.i32):
+        # Not differentiated by Taichi (hand-written adjoint below), so two top-level loops
+        # and vector locals in the dynamic inner loop are fine here.
         for t in range(self.count):
             F, Fdot, cof = self._tet(x, v, row, t)
             J = _col(F, 0).dot(_col(F, 1).cross(_col(F, 2)))
@@ -237,28 +240,12 @@ class TetFEM:
                 fsum += fk
             self.buf_a[t, 0] = -fsum
 
-    @ti.kernel
-    def _gather(self, out: ti.template(), out2: ti.template(), row: ti.i32, two: ti.i32):
-        # vector locals in this dynamic inner loop are fine: no autodiff runs through it
+        # second loop (after an implicit barrier): each particle sums its tet slots
         for j in range(self.n_gather):
             acc = ti.Vector([0.0, 0.0, 0.0])
-            acc2 = ti.Vector([0.0, 0.0, 0.0])
             for q in range(self.gather_ptr[j], self.gather_ptr[j + 1]):
-                slot = self.gather_slot[q]
-                acc += self.buf_a[slot // 4, slot % 4]
-                if two:
-                    acc2 += self.buf_b[slot // 4, slot % 4]
-            out[row, self.gather_ids[j]] += acc
-            if two:
-                out2[row, self.gather_ids[j]] += acc2
-
-    def _apply(self, x, v, f, row, frame):
-        self._forces(x, v, row, frame)
-        self._gather(f, f, row, 0)
-
-    def _apply_adjoint(self, x, v, f, row, frame):
-        self._forces_adjoint(x, v, f, row, frame)
-        self._gather(x.grad, v.grad, row, 1)
+                acc += self.buf_a[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
+            f[row, self.gather_ids[j]] += acc
 
     @ti.kernel
     def _forces_adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(),
@@ -311,6 +298,15 @@ class TetFEM:
                 sv += _col(dV, k)
             self.buf_a[t, 0] = -sx
             self.buf_b[t, 0] = -sv
+
+        for j in range(self.n_gather):
+            acc = ti.Vector([0.0, 0.0, 0.0])
+            acc2 = ti.Vector([0.0, 0.0, 0.0])
+            for q in range(self.gather_ptr[j], self.gather_ptr[j + 1]):
+                acc += self.buf_a[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
+                acc2 += self.buf_b[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
+            x.grad[row, self.gather_ids[j]] += acc
+            v.grad[row, self.gather_ids[j]] += acc2
 
     # ---- inspection (numpy, for tests and diagnostics) ---------------------------------
     def deformation(self, positions) -> np.ndarray:
