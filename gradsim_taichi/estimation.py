@@ -237,7 +237,7 @@ def estimate(
                 t.grad = None
             value, rendered = objective()
             if scale is None:
-                scale = 1.0 / max(float(value), 1e-300)
+                scale = 1.0 / max(float(value.detach()), 1e-300)
             value = value * scale
             value.backward()
             return value

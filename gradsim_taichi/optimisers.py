@@ -40,20 +40,20 @@ class Optimiser:
     def step(self, closure):
         """One iteration; returns (loss before the step, whether it was finite)."""
         if self.done < self.adam_iters:
-            value = closure()
+            value = closure().detach()
             finite = _finite(value, self.tensors)
             if finite:
                 self.adam.step()
                 self.sched.step()
         else:
-            value = self.lbfgs.step(closure)
+            value = self.lbfgs.step(closure).detach()
             finite = _finite(value, self.tensors)
             if finite and float(value) >= self.best:
                 self.lbfgs = self._new_lbfgs()  # stalled line search: restart its memory
             self.best = min(self.best, float(value))
         if finite:
             self.done += 1
-        return value.detach(), finite
+        return value, finite
 
     def state_dict(self) -> dict:
         return {"adam": self.adam.state_dict(), "sched": self.sched.state_dict(),

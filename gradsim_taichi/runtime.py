@@ -14,9 +14,16 @@ import random
 os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
 os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
 
+import warnings  # noqa: E402
+
 import numpy as np  # noqa: E402
 import taichi as ti  # noqa: E402
 import torch  # noqa: E402
+
+# Taichi inspects `.grad` of every torch tensor passed to a kernel; for non-leaf tensors
+# (any tensor computed in an autograd graph) torch then warns on each launch.
+warnings.filterwarnings("ignore", message=".*grad attribute of a Tensor that is not a leaf",
+                        module=r"taichi\.lang\.kernel_impl")
 
 _ARCHES = ("auto", "cpu", "cuda")
 _PRECISIONS = {
@@ -70,8 +77,6 @@ def init(
     ti.init(arch=wanted, **kwargs)
     got = ti.lang.impl.current_cfg().arch
     if arch == "cuda" and got != ti.cuda:
-        import warnings
-
         warnings.warn("CUDA was requested but is not available; running on the CPU", stacklevel=2)
     _state.update(
         initialized=True,
