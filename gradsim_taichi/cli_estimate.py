@@ -32,6 +32,10 @@ def add_estimate_parser(sub, runtime_args) -> None:
     p.add_argument("--out", default=None, help="output folder (default: results/SCENE)")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from OUT/state.pt")
+    p.add_argument("--frames", type=int, default=None,
+                   help="override the scene's frame count (default: the preset's)")
+    p.add_argument("--resolution", type=int, default=None,
+                   help="override the rendered image size, square (default: the preset's)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     runtime_args(p)
     p.set_defaults(func=cmd_estimate)
@@ -58,7 +62,16 @@ def cmd_estimate(args) -> int:
         raise CLIError(f"--lr must be > 0; got {args.lr}")
     if args.frame_stride < 1:
         raise CLIError(f"--frame-stride must be a positive integer; got {args.frame_stride}")
-    scene = make_scene(args.scene)
+    overrides = {}
+    if args.frames is not None:
+        if args.frames < 1:
+            raise CLIError(f"--frames must be a positive integer; got {args.frames}")
+        overrides["frames"] = args.frames
+    if args.resolution is not None:
+        if args.resolution < 8 or args.resolution % 2:
+            raise CLIError(f"--resolution must be an even number >= 8; got {args.resolution}")
+        overrides["width"] = overrides["height"] = args.resolution
+    scene = make_scene(args.scene, **overrides)
     names = scene.default_params
     if args.params:
         names = tuple(n.strip() for n in args.params.split(",") if n.strip())

@@ -1,0 +1,61 @@
+"""`gradsim-taichi estimate`: the main job end to end, and clear errors for bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+from gradsim_taichi.cli import main
+from gradsim_taichi.render import save_video
+
+SMALL = ["--arch", "cpu", "--frames", "12", "--resolution", "32", "--quiet"]
+
+
+def test_estimate_writes_report_plot_and_videos(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["estimate", "rigid-mass", "--iters", "4", "--out", str(out), *SMALL]) == 0
+    report = json.loads((out / "report.json").read_text())
+    mass = report["params"]["mass"]
+    assert abs(mass["init"] - mass["true"]) / mass["true"] > 0.1  # a real starting error
+    assert mass["rel_err"] < 1e-2  # a few L-BFGS steps find it
+    assert report["iterations"] == 4 and report["seed"] == 0 and report["arch"] == "cpu"
+    assert report["settings"]["frames"] == 12
+    for name in ("loss.png", "compare.mp4", "compare.gif"):
+        assert (out / name).stat().st_size > 500
+    printed = capsys.readouterr().out
+    assert "report:" in printed and "rel.err" in printed
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["estimate", "no-such-scene"], "unknown scene 'no-such-scene'"),
+        (["estimate", "rigid-mass", "--params", "mass,spin"], "no parameter 'spin'"),
+        (["estimate", "rigid-mass", "--iters", "0"], "--iters must be a positive integer"),
+        (["estimate", "rigid-mass", "--lr", "-1"], "--lr must be > 0"),
+        (["estimate", "rigid-mass", "--target", "/nonexistent/video.mp4"], "video not found"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_corrupt_target_file(tmp_path, capsys):
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(b"this is not a video")
+    assert main(["estimate", "rigid-mass", "--target", str(bad), *SMALL]) == 2
+    assert "cannot read video" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("frames, size, message", [(5, 32, "has 5 frames"),
+                                                   (13, 16, "16x16 pixels")])
+def test_target_that_does_not_fit_the_scene(tmp_path, capsys, frames, size, message):
+    video = tmp_path / "target.gif"
+    rng = np.random.default_rng(0)
+    save_video(rng.uniform(size=(frames, size, size, 3)), video)
+    assert main(["estimate", "rigid-mass", "--target", str(video), "--out",
+                 str(tmp_path / "o"), *SMALL]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
