@@ -14,6 +14,13 @@ Frames: every body has a *mesh frame* (the coordinates its vertices were given i
 the centre of mass sits at the mesh's geometric centre of mass plus
 ``body_com_offset`` (mesh frame; the inertia about the COM is unchanged by it).
 Segment buffers and checkpoints follow :mod:`gradsim_taichi.solvers.particles`.
+
+Loads: ``body_force`` / ``body_torque`` [frames, B, 3] act at the COM in world axes
+(the builder's world COM forces are folded into ``body_force``). Forces at points or
+in body axes keep their own per-frame field ``body_point_force`` [frames, L, 3]: their
+torque ``r x F`` uses the *current* lever arm and rotation, which a per-frame torque
+fixed at build time could not. Impulses ``body_impulse`` [K, 3] act as the force
+``J / duration`` over their time window, each substep taking its overlapping share.
 """
 
 import numpy as np
