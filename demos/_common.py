@@ -21,15 +21,18 @@ LIGHT = np.array([0.35, 0.85, 0.4]) / np.linalg.norm([0.35, 0.85, 0.4])
 
 
 def parse_args(name: str, description: str, argv=None, frames_help: str = "frames",
-               extra=None) -> argparse.Namespace:
+               extra=None, headless_frames: int | None = 120) -> argparse.Namespace:
     """The common options; ``extra(parser)`` may add the demo's own.
 
-    ``--frames`` defaults to 120 headless and to "until the window closes" otherwise."""
+    ``--frames`` defaults to ``headless_frames`` headless and to "until the window
+    closes" otherwise."""
     p = argparse.ArgumentParser(prog=f"demos/{name}.py", description=description)
     p.add_argument("--headless", action="store_true",
                    help="no window: write PNG frames and a GIF to --out")
     p.add_argument("--frames", type=int, default=None,
-                   help=f"number of {frames_help} (default: 120 headless, else until closed)")
+                   help=f"number of {frames_help} (default: "
+                        + (f"{headless_frames} headless, else until closed)"
+                           if headless_frames else "see below)"))
     p.add_argument("--out", default=f"results/demos/{name}", help="output folder (headless)")
     p.add_argument("--still", default=None,
                    help="also write the last frame as a small PNG here (for docs)")
@@ -41,7 +44,7 @@ def parse_args(name: str, description: str, argv=None, frames_help: str = "frame
         print(f"{name}: no display found; running headless (frames go to {args.out})")
         args.headless = True
     if args.frames is None and args.headless:
-        args.frames = 120
+        args.frames = headless_frames
     if args.frames is not None and args.frames < 1:
         p.error(f"--frames must be a positive integer; got {args.frames}")
     return args
