@@ -10,4 +10,4 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
   .venv/bin/python -m pip install -q "torch==2.13.0"
 fi
 .venv/bin/python -m pip install -q -e .
-exec .venv/bin/gradsim-taichi simulate --out results/simulate "$@"
+exec .venv/bin/gradsim-taichi estimate rigid-mass --out results/rigid-mass "$@"
