@@ -29,7 +29,7 @@ from _common import (
 )
 
 RES = (640, 480)
-WIND = np.array([0.5, 0.0, -4.0])  # [m/s], blows the cloth away from the camera
+WIND = np.array([1.0, 0.0, -3.0])  # [m/s], blows the cloth away from the camera
 GRAB_MASS = 1e3  # [kg]: heavy enough that the cloth's forces do not move the handle
 MAX_SPEED = 6.0  # [m/s]: the handle's speed limit (keeps the explicit step stable)
 HINTS = ["drag: left mouse", "W: wind on/off", "R: reset   ESC: quit"]
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
 
     sim, faces = build()
     stepper = ClothStepper(sim)
-    cam = Camera3D(eye=(0.0, 0.95, 2.3), target=(0.0, 0.6, 0.0), fov_y_deg=45.0,
+    cam = Camera3D(eye=(0.0, 1.0, 2.6), target=(0.0, 0.65, 0.0), fov_y_deg=45.0,
                    aspect=RES[0] / RES[1])
     gui = make_gui("gradsim-taichi: cloth drag", RES, args.headless)
     rec = Recorder(gui, args, "cloth_drag")

@@ -111,11 +111,10 @@ def main(argv=None) -> int:
             print("jelly: the simulation diverged; dropping again")
             st.reset()
         draw_ground(gui, cam, extent=(-2.0, 2.0, -2.5, 1.0))
-        shadows = []
-        for ids, _ in surfaces:
+        for ids, _ in surfaces:  # a shadow that shrinks with height
             c = st.x[ids].mean(axis=0)
-            shadows.append(cam.project(np.array([[c[0], 0.0, c[2]]]))[0][0])
-        gui.circles(np.array(shadows), radius=18, color=0x9AA096)
+            gui.circle(cam.project(np.array([[c[0], 0.0, c[2]]]))[0][0],
+                       radius=max(6.0, 22.0 - 14.0 * c[1]), color=0x9AA096)
         draw_meshes(gui, cam, [(st.x[ids], tris, col)
                                for (ids, tris), col in zip(surfaces, COLORS)],
                     two_sided=False)
