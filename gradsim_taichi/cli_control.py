@@ -1,0 +1,100 @@
+"""``gradsim-taichi control TASK``: train a policy to reach a goal given as one image.
+
+Writes ``report.json``, ``progress.png``, ``rollout.mp4`` and ``rollout.gif`` (the final
+policy's rollout beside the target image) in ``--out``, plus ``state.pt`` every few
+iterations so that ``--resume`` continues an interrupted run.
+"""
+
+import math
+from pathlib import Path
+
+
+def add_control_parser(sub, runtime_args) -> None:
+    from gradsim_taichi.control_tasks import TASKS
+
+    p = sub.add_parser(
+        "control",
+        help="train a policy through the simulator and renderer to reach a target image",
+        description="Visuomotor control from one target image. Tasks: "
+                    + "; ".join(f"{k}: {v.summary}" for k, v in TASKS.items()),
+    )
+    p.add_argument("task", help=f"one of: {', '.join(TASKS)}")
+    p.add_argument("--iters", type=int, default=None, help="iterations (default: task's)")
+    p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default: task's)")
+    p.add_argument("--seed", type=int, default=0, help="policy initialisation / initial guess")
+    p.add_argument("--policy", choices=["open", "closed"], default="open",
+                   help="open loop (time features) or closed loop (state between frames)")
+    p.add_argument("--frames", type=int, default=None, help="horizon (default: task's)")
+    p.add_argument("--size", type=int, default=None, help="image width = height in pixels")
+    p.add_argument("--out", default=None, help="output folder (default: results/control-TASK)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run from OUT/state.pt")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    runtime_args(p)
+    p.set_defaults(func=cmd_control)
+
+
+def cmd_control(args) -> int:
+    from gradsim_taichi.cli import CLIError, _init
+    from gradsim_taichi.control import (
+        ControlError,
+        plot_progress,
+        random_baseline,
+        save_rollout_videos,
+        train,
+        write_report,
+    )
+    from gradsim_taichi.control_tasks import TASKS, make_task
+
+    if args.task not in TASKS:
+        raise CLIError(f"unknown control task {args.task!r}; choose one of: {', '.join(TASKS)}")
+    if args.iters is not None and args.iters < 1:
+        raise CLIError(f"--iters must be a positive integer; got {args.iters}")
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        raise CLIError(f"--lr must be a positive number; got {args.lr}")
+    if args.frames is not None and args.frames < 1:
+        raise CLIError(f"--frames must be a positive integer; got {args.frames}")
+    if args.size is not None and not 8 <= args.size <= 1024:
+        raise CLIError(f"--size must be between 8 and 1024 pixels; got {args.size}")
+    if args.threads is not None and args.threads < 1:
+        raise CLIError(f"--threads must be a positive integer; got {args.threads}")
+    if args.task == "cloth" and args.policy == "closed":
+        raise CLIError("the cloth task has only an open-loop form (its action is the "
+                       "initial velocity); drop --policy closed")
+    out = Path(args.out or f"results/control-{args.task}")
+    if args.resume and not (out / "state.pt").exists():
+        raise CLIError(f"--resume: no saved state at {out / 'state.pt'}")
+    overrides = {}
+    if args.frames is not None:
+        overrides["frames"] = args.frames
+    if args.size is not None:
+        overrides["width"] = overrides["height"] = args.size
+    _init(args)
+    task = make_task(args.task, **overrides)
+    iters = args.iters or task.iters
+    lr = args.lr or task.lr
+    out.mkdir(parents=True, exist_ok=True)
+    settings = dict(task=args.task, iters=iters, lr=lr, optimizer="adam", seed=args.seed,
+                    policy=args.policy, frames=task.frames, substeps=task.substeps,
+                    fps=task.fps, width=task.width, height=task.height,
+                    goal_offset=list(getattr(task, "goal_offset", ())))
+    status = 0
+    try:
+        result = train(task, iters=iters, lr=lr, seed=args.seed, out_dir=out,
+                       resume=args.resume, progress=not args.quiet,
+                       closed_loop=args.policy == "closed")
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    except ControlError as e:
+        print(f"gradsim-taichi: {e}")
+        result, status = e.result, 3
+    settings["random_baseline_distance"] = random_baseline(task, seed=args.seed)
+    report = write_report(out / "report.json", task, result, settings)
+    plot = plot_progress(out / "progress.png", result, title=args.task)
+    videos = save_rollout_videos(out, task, result.final_rollout, fps=min(task.fps, 30))
+    print(f"{args.task}: centre-of-mass distance {result.start_distance:.4f} m -> "
+          f"{result.final_distance:.4f} m after {result.iterations} iterations "
+          f"({result.seconds:.1f} s); random actuation: "
+          f"{settings['random_baseline_distance']:.4f} m")
+    print(f"report: {report}\nplot:   {plot}\nvideo:  {videos[0]} (and {videos[1].name})")
+    return status
