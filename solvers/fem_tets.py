@@ -250,8 +250,12 @@ class TetFEM:
     @ti.kernel
     def _forces_adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(),
                         row: ti.i32, frame: ti.i32):
-        # l = sum_k f.grad_k . f_k = P : Gh with Gh = -V [g1-g0, g2-g0, g3-g0] Dm^-1;
-        # chain rule through P(F, Fdot; mu, lam, kd, a) by hand (derivation in the docs).
+        # l = sum_k f.grad_k . f_k = P : Gh with Gh = -V [g1-g0, g2-g0, g3-g0] Dm^-1, and
+        # P = a(Ic) F + p cof(F) + kd F S. With K = sym(F^T Gh), gp = cof : Gh:
+        #   dl/dF    = a Gh + 2 a'(Ic) (F:Gh) F + p dcof(F, Gh)
+        #              + gp (lam' cof + kd dcof(F, Fdot)) + kd (Gh S + Fdot K)
+        #   dl/dFdot = kd (gp cof + F K),  dl/dDs = dl/dF Dm^-T (same for velocities)
+        # where dcof(F, M) = d(cof(F) : M)/dF. Checked against finite differences.
         for t in range(self.count):
             F, Fdot, cof = self._tet(x, v, row, t)
             B = self.dm_inv[t]
