@@ -82,6 +82,9 @@ def evaluate(task, policy) -> dict:
     rollout."""
     with torch.no_grad():
         roll = task.rollout(policy)
+        if not bool(torch.isfinite(roll["particles"]).all()):
+            nan = float("nan")
+            return {"loss": nan, "distance": nan, "image": None, "rollout": roll}
         value, image = task.loss(roll)
     return {"loss": float(value), "distance": task.distance(roll["particles"][-1]),
             "image": image, "rollout": roll}
@@ -146,8 +149,12 @@ def train(task, policy=None, iters: int | None = None, lr: float | None = None,
         before = {k: v.detach().clone() for k, v in policy.state_dict().items()}
         opt.zero_grad(set_to_none=True)
         roll = task.rollout(policy)
-        value, image = task.loss(roll)
-        finite = bool(torch.isfinite(value))
+        finite = bool(torch.isfinite(roll["particles"]).all())
+        if finite:  # an explicit-integrator blow-up; the renderer rejects NaN positions
+            value, image = task.loss(roll)
+            finite = bool(torch.isfinite(value))
+        else:
+            value = torch.tensor(float("nan"))
         if finite:
             value.backward()
             finite = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params)

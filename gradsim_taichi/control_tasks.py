@@ -343,7 +343,7 @@ class WalkerTask(_TetActuated, ControlTask):
     name: str = "walker"
     summary = "soft walker, leg-tet activation, walk to a translated copy"
     frames: int = 30
-    substeps: int = 32
+    substeps: int = 48
     fps: float = 30.0
     width: int = 64
     height: int = 64
@@ -365,7 +365,7 @@ class WalkerTask(_TetActuated, ControlTask):
         b = ModelBuilder(contact_ke=1e4, contact_kd=2.0, contact_kf=10.0, contact_mu=0.8)
         v, t = tet_walker(body_length=0.6, body_height=0.15, leg_length=0.2, leg_width=0.1,
                           thickness=0.15, layers=2, spacing=0.06)
-        b.add_soft_mesh(v, t, origin=(-0.3, 0.005, 0.0), density=200.0, mu=GEAR_MU,
+        b.add_soft_mesh(v, t, origin=(-0.3, 0.005, 0.0), density=400.0, mu=GEAR_MU,
                         lam=GEAR_LAM, damping=2.0)
         self.tet_count = b.soft_tet_count
         k = self.tet_count // (3 * 2)
