@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_estimate_parser(sub, _runtime_args)
+    try:
+        from gradsim_taichi.cli_control import add_control_parser
+    except ImportError:
+        pass
+    else:
+        add_control_parser(sub, _runtime_args)
     return parser
 
 
