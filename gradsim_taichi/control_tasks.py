@@ -306,12 +306,12 @@ class GearTask(_TetActuated, ControlTask):
     width: int = 64
     height: int = 64
     radius: float = 0.5
-    goal_offset: tuple = (0.25, 0.0, 0.0)
+    goal_offset: tuple = (0.2, 0.0, 0.0)
     action_scale: float = 0.3
     camera_eye: tuple = (0.15, 0.55, 2.6)
     camera_target: tuple = (0.15, 0.4, 0.0)
     iters: int = 40
-    lr: float = 0.1
+    lr: float = 0.05
     reg: float = 0.0
     paper: dict = None
 
@@ -352,7 +352,7 @@ class WalkerTask(_TetActuated, ControlTask):
     camera_eye: tuple = (0.3, 0.6, 2.4)
     camera_target: tuple = (0.3, 0.25, 0.0)
     iters: int = 20
-    lr: float = 0.1
+    lr: float = 0.3
     paper: dict = None
 
     def __post_init__(self):
