@@ -22,8 +22,9 @@ def add_control_parser(sub, runtime_args) -> None:
     p.add_argument("--iters", type=int, default=None, help="iterations (default: task's)")
     p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default: task's)")
     p.add_argument("--seed", type=int, default=0, help="policy initialisation / initial guess")
-    p.add_argument("--policy", choices=["open", "closed"], default="open",
-                   help="open loop (time features) or closed loop (state between frames)")
+    p.add_argument("--policy", choices=["open", "closed", "closed-image"], default="open",
+                   help="open loop (time features), closed loop on the state, or closed "
+                        "loop on the rendered frame (the policy runs between frames)")
     p.add_argument("--frames", type=int, default=None, help="horizon (default: task's)")
     p.add_argument("--size", type=int, default=None, help="image width = height in pixels")
     p.add_argument("--out", default=None, help="output folder (default: results/control-TASK)")
@@ -58,13 +59,15 @@ def cmd_control(args) -> int:
         raise CLIError(f"--size must be between 8 and 1024 pixels; got {args.size}")
     if args.threads is not None and args.threads < 1:
         raise CLIError(f"--threads must be a positive integer; got {args.threads}")
-    if args.task == "cloth" and args.policy == "closed":
+    if args.task == "cloth" and args.policy != "open":
         raise CLIError("the cloth task has only an open-loop form (its action is the "
                        "initial velocity); drop --policy closed")
     out = Path(args.out or f"results/control-{args.task}")
     if args.resume and not (out / "state.pt").exists():
         raise CLIError(f"--resume: no saved state at {out / 'state.pt'}")
     overrides = {}
+    if args.policy == "closed-image":
+        overrides["observation"] = "image"
     if args.frames is not None:
         overrides["frames"] = args.frames
     if args.size is not None:
@@ -82,7 +85,7 @@ def cmd_control(args) -> int:
     try:
         result = train(task, iters=iters, lr=lr, seed=args.seed, out_dir=out,
                        resume=args.resume, progress=not args.quiet,
-                       closed_loop=args.policy == "closed")
+                       closed_loop=args.policy != "open")
     except ValueError as e:
         raise CLIError(str(e)) from None
     except ControlError as e:

@@ -120,6 +120,8 @@ class ControlTask(Scene):
     action_scale: float = 0.3
     goal_offset: tuple = (0.3, 0.0, 0.0)
     reach_fraction: float = 0.25  # "reached": final distance below this x start distance
+    observation: str = "state"  # closed-loop policy input: "state" or "image"
+    pool: int = 8  # image observations are pooled to pool x pool
     paper: dict = None  # the paper's numbers (gradSim, 3D baseline, random, start)
     iters: int = 30
     lr: float = 0.05
@@ -149,6 +151,8 @@ class ControlTask(Scene):
     # ---- machinery ----------------------------------------------------------------------
     def build(self) -> None:
         """Model, Simulation, renderer, masses, the goal and its target image."""
+        if self.observation not in ("state", "image"):
+            raise ValueError(f"observation must be 'state' or 'image'; got {self.observation!r}")
         super().build()
         dtype = runtime.torch_dtype()
         self.masses = torch.as_tensor(self.sim.get_param("mass"), dtype=dtype)
@@ -178,13 +182,28 @@ class ControlTask(Scene):
         """Open-loop policy input: ``[frames, 8]`` time features."""
         return time_features(self.frames, self.fps)
 
+    def observation_size(self) -> int:
+        """Length of :meth:`observe`'s vector."""
+        return 14 if self.observation == "state" else 8 + self.pool * self.pool
+
     def observe(self, k: int, x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Closed-loop policy input at frame ``k``: centre of mass relative to the goal,
-        mean velocity and the time features of frame ``k`` (14 numbers)."""
+        """Closed-loop policy input at frame ``k``. ``observation="state"``: centre of mass
+        relative to the goal, mean velocity and the time features of frame ``k`` (14
+        numbers). ``observation="image"``: the current frame rendered by the task's camera,
+        grey, average-pooled to ``pool x pool``, minus the target image pooled the same way,
+        plus the time features (differentiable through the renderer)."""
         t = time_features(self.frames, self.fps)[k]
+        if self.observation == "image":
+            img = self.render_positions(x)[..., :3].mean(dim=-1)
+            return torch.cat([self._pool(img) - self._pool(self.target_image[..., :3]
+                                                           .mean(dim=-1)), t])
         w = self.masses / self.masses.sum()
         vel = (v * w[:, None]).sum(dim=0)
         return torch.cat([self.com(x) - self.goal_com, vel, t])
+
+    def _pool(self, img: torch.Tensor) -> torch.Tensor:
+        pooled = torch.nn.functional.adaptive_avg_pool2d(img[None, None], self.pool)
+        return pooled.reshape(-1)
 
     def stepper(self):
         """The :class:`~gradsim_taichi.stepping.FrameStepper` of this task (built once)."""
@@ -281,7 +300,8 @@ class _TetActuated:
     def default_policy(self, closed_loop=False, seed=0):
         torch.manual_seed(seed)
         if closed_loop:
-            return StatePolicy(14, self.n_actions(), self.action_scale, init_std=0.01)
+            return StatePolicy(self.observation_size(), self.n_actions(), self.action_scale,
+                               init_std=0.01)
         return SinePolicy(8, self.n_actions(), self.action_scale, init_std=0.01)
 
     def random_actions(self, rng):

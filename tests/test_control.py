@@ -171,11 +171,14 @@ def test_stepper_matches_one_rollout():
     assert torch.allclose(vs, ref["particles_velocity"], atol=1e-12)
 
 
-def test_closed_loop_policy_trains():
-    task = make_task("gear", frames=3, width=16, height=16, goal_offset=(0.02, 0.0, 0.0))
+@pytest.mark.parametrize("observation", ["state", "image"])
+def test_closed_loop_policy_trains(observation):
+    task = make_task("gear", frames=3, width=16, height=16, goal_offset=(0.02, 0.0, 0.0),
+                     observation=observation, pool=4)
     result = train(task, iters=2, lr=0.05, seed=0, progress=False, closed_loop=True)
     assert result.iterations == 2 and np.isfinite(result.final_distance)
     assert result.final_rollout["actions"].shape == (3, task.n_actions())
+    assert result.history[0]["loss"] != result.final_loss
 
 
 # ---- CLI -----------------------------------------------------------------------------
