@@ -94,10 +94,14 @@ def cmd_control(args) -> int:
     settings["random_baseline_distance"] = random_baseline(task, seed=args.seed)
     report = write_report(out / "report.json", task, result, settings)
     plot = plot_progress(out / "progress.png", result, title=args.task)
-    videos = save_rollout_videos(out, task, result.final_rollout, fps=min(task.fps, 30))
     print(f"{args.task}: centre-of-mass distance {result.start_distance:.4f} m -> "
           f"{result.final_distance:.4f} m after {result.iterations} iterations "
           f"({result.seconds:.1f} s); random actuation: "
           f"{settings['random_baseline_distance']:.4f} m")
-    print(f"report: {report}\nplot:   {plot}\nvideo:  {videos[0]} (and {videos[1].name})")
+    print(f"report: {report}\nplot:   {plot}")
+    if result.final_image is None:
+        print("video:  none (the final rollout is not finite)")
+    else:
+        videos = save_rollout_videos(out, task, result.final_rollout, fps=min(task.fps, 30))
+        print(f"video:  {videos[0]} (and {videos[1].name})")
     return status
