@@ -145,7 +145,7 @@ def main(argv=None) -> int:
         history.append({"iter": it, "loss": loss})
         est = rendered.detach().cpu().numpy()[show] if rendered is not None else None
         lines = [head, f"iteration {it + 1}/{iters}   loss {loss:.3e}",
-                 "after the step: " + describe({n: v.cpu().numpy() for n, v in values.items()},
+                 "evaluated at: " + describe({n: v.cpu().numpy() for n, v in values.items()},
                                                true)]
         print(lines[1] + "   " + lines[2])
         draw(gui, target[show], est, history, lines)

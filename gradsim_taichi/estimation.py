@@ -143,7 +143,9 @@ def estimate(
         supervision: ``"video"`` (pixels) or ``"3d"`` (positions: DiffPhysics baseline).
         init: ``{name: initial value}``; missing names are drawn from the scene's range
             with ``seed``.
-        callback: called as ``callback(iteration, loss, values, rendered)`` each step.
+        callback: called as ``callback(iteration, loss, values, rendered)`` after each step,
+            with the loss, parameter values and frames of that step's evaluation (before
+            the update; ``rendered`` is None in 3D supervision).
         out_dir: where to save ``state.pt`` every ``save_every`` iterations (for resume).
         resume: continue from ``out_dir/state.pt`` if it exists.
         progress: show a tqdm bar with the current loss.
@@ -262,7 +264,8 @@ def estimate(
             _save_state(state_path, names, u, opt, history, done, init,
                         seconds_before + time.perf_counter() - t0, scale)
         if callback is not None:
-            callback(it, float(value), {n: v.detach() for n, v in values().items()}, rendered)
+            at = {n: _from_param(scene.params[n], before[n]) for n in names}
+            callback(it, float(value), at, rendered)
     bar.close()
     final = {n: v.detach().cpu().numpy() for n, v in values().items()}
     result = EstimationResult(

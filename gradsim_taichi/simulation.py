@@ -54,8 +54,31 @@ class Simulation:
         rows = self.frames_per_segment * self.substeps + 1
         self.params: ParamSet = model.allocate(rows, self.frames)
         self.systems = model.systems
+        self._warn_if_contact_unstable()
         self._run_id = 0  # bumps on every forward; the autograd bridge checks it
         self._buffer_segment = None  # first frame of the segment the buffers hold
+
+    def _warn_if_contact_unstable(self) -> None:
+        """Ground damping and friction are explicit: k dt / m beyond 2 rings and diverges
+        (gradients go wrong first). Say so for the lightest unpinned particle."""
+        ground, particles = self.model.ground, self.model.particles
+        if ground is None or particles is None:
+            return
+        pinned = particles.pinned.to_numpy().astype(bool)
+        masses = particles.mass.to_numpy()[~pinned]
+        if masses.size == 0:
+            return
+        m = float(masses.min())
+        for name, k in (("contact_kd", ground.kd[None]), ("contact_kf", ground.kf[None])):
+            ratio = k * self.dt / m
+            if ratio > 1.0:
+                import warnings
+
+                warnings.warn(
+                    f"{name}={k:g} with a {m:.3g} kg particle and dt={self.dt:.3g} s gives "
+                    f"{name} * dt / m = {ratio:.2f}; explicit integration needs well under 2 "
+                    "(ringing, wrong gradients, NaN). Use more substeps or a smaller value.",
+                    stacklevel=3)
 
     @property
     def frame_dt(self) -> float:

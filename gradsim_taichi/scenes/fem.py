@@ -64,7 +64,7 @@ class FemBeam(Scene):
 
     def build_model(self):
         t = {k: s.true for k, s in self.params.items()}
-        b = ModelBuilder(ground=True)
+        b = ModelBuilder(contact_ke=2e3, contact_kd=5.0, contact_kf=10.0, contact_mu=0.5)
         self._ids = b.add_soft_beam(0.6, 0.1, 0.1, resolution=self.resolution, clamped=True,
                                     origin=(-0.25, 0.45, -0.05), density=t["density"],
                                     mu=t["mu"], lam=t["lambda"], damping=2.0)
