@@ -77,7 +77,8 @@ def cmd_control(args) -> int:
     iters = args.iters or task.iters
     lr = args.lr or task.lr
     out.mkdir(parents=True, exist_ok=True)
-    settings = dict(task=args.task, iters=iters, lr=lr, optimizer="adam", seed=args.seed,
+    settings = dict(task=args.task, iters=iters, lr=lr, optimizer="adam", lr_decay=0.1,
+                    seed=args.seed,
                     policy=args.policy, frames=task.frames, substeps=task.substeps,
                     fps=task.fps, width=task.width, height=task.height,
                     goal_offset=list(getattr(task, "goal_offset", ())))

@@ -93,7 +93,7 @@ def evaluate(task, policy) -> dict:
 def train(task, policy=None, iters: int | None = None, lr: float | None = None,
           optimizer=torch.optim.Adam, seed: int = 0, out_dir=None, resume: bool = False,
           callback=None, progress: bool = True, save_every: int = 5,
-          closed_loop: bool = False) -> ControlResult:
+          closed_loop: bool = False, lr_decay: float = 0.1) -> ControlResult:
     """Train ``policy`` so that the task's rendered last frame matches its target image.
 
     Args:
@@ -110,6 +110,8 @@ def train(task, policy=None, iters: int | None = None, lr: float | None = None,
         callback: ``callback(iteration, loss, distance, image)`` after every iteration.
         progress: tqdm bar with loss and distance.
         closed_loop: when ``policy`` is None, build the task's closed-loop default policy.
+        lr_decay: the learning rate decays exponentially to ``lr * lr_decay`` over the run
+            (1: constant), so that Adam settles instead of circling the goal.
     """
     iters = task.iters if iters is None else iters
     lr = task.lr if lr is None else lr
@@ -117,6 +119,8 @@ def train(task, policy=None, iters: int | None = None, lr: float | None = None,
         raise ValueError(f"iters must be a positive integer; got {iters!r}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive number; got {lr!r}")
+    if not (isinstance(lr_decay, (int, float)) and 0 < lr_decay <= 1):
+        raise ValueError(f"lr_decay must be in (0, 1]; got {lr_decay!r}")
     if int(save_every) != save_every or save_every < 1:
         raise ValueError(f"save_every must be a positive integer; got {save_every!r}")
     torch.manual_seed(seed)
@@ -127,6 +131,7 @@ def train(task, policy=None, iters: int | None = None, lr: float | None = None,
     if not params:
         raise ValueError("the policy has no parameters that require grad")
     opt = make_optimizer(optimizer, params, lr)
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, lr_decay ** (1.0 / iters))
 
     history: list = []
     start_iter, seconds_before = 0, 0.0
@@ -138,6 +143,7 @@ def train(task, policy=None, iters: int | None = None, lr: float | None = None,
                              f"not {task.name!r}")
         policy.load_state_dict(state["policy"])
         opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
         history, start_iter = state["history"], state["iteration"]
         seconds_before = state["seconds"]
 
@@ -167,10 +173,11 @@ def train(task, policy=None, iters: int | None = None, lr: float | None = None,
         dist = task.distance(roll["particles"][-1])
         history.append({"iter": it, "loss": float(value.detach()), "distance": dist})
         opt.step()
+        sched.step()
         bar.set_postfix(loss=f"{float(value.detach()):.3e}", dist=f"{dist:.3f}")
         done = it + 1
         if state_path is not None and (done % save_every == 0 or done == iters):
-            _save_state(state_path, task.name, policy, opt, history, done,
+            _save_state(state_path, task.name, policy, opt, sched, history, done,
                         seconds_before + time.perf_counter() - t0)
         if callback is not None:
             callback(it, float(value.detach()), dist, image.detach())
@@ -198,10 +205,11 @@ def random_baseline(task, seed: int = 0) -> float:
     return task.distance(roll["particles"][-1])
 
 
-def _save_state(path: Path, task_name, policy, opt, history, iteration, seconds):
+def _save_state(path: Path, task_name, policy, opt, sched, history, iteration, seconds):
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {"task": task_name, "policy": policy.state_dict(), "optimizer": opt.state_dict(),
-             "history": history, "iteration": iteration, "seconds": seconds}
+             "scheduler": sched.state_dict(), "history": history, "iteration": iteration,
+             "seconds": seconds}
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)
     tmp.replace(path)  # atomic: an interrupted save never corrupts the last state

@@ -371,7 +371,7 @@ class WalkerTask(_TetActuated, ControlTask):
     action_scale: float = 0.3
     camera_eye: tuple = (0.3, 0.6, 2.4)
     camera_target: tuple = (0.3, 0.25, 0.0)
-    iters: int = 20
+    iters: int = 30
     lr: float = 0.3
     paper: dict = None
 

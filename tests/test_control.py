@@ -173,11 +173,11 @@ def test_stepper_matches_one_rollout():
 
 @pytest.mark.parametrize("observation", ["state", "image"])
 def test_closed_loop_policy_trains(observation):
-    task = make_task("gear", frames=3, width=16, height=16, goal_offset=(0.02, 0.0, 0.0),
+    task = make_task("gear", frames=2, width=16, height=16, goal_offset=(0.02, 0.0, 0.0),
                      observation=observation, pool=4)
     result = train(task, iters=2, lr=0.05, seed=0, progress=False, closed_loop=True)
     assert result.iterations == 2 and np.isfinite(result.final_distance)
-    assert result.final_rollout["actions"].shape == (3, task.n_actions())
+    assert result.final_rollout["actions"].shape == (2, task.n_actions())
     assert result.history[0]["loss"] != result.final_loss
 
 
@@ -224,7 +224,7 @@ def test_cli_rejects_bad_input(args, message, capsys):
 
 def test_cli_writes_outputs_and_resumes(tmp_path, capsys):
     out = tmp_path / "run"
-    base = ["control", "cloth", "--frames", "6", "--size", "16", "--arch", "cpu", "--quiet",
+    base = ["control", "cloth", "--frames", "4", "--size", "16", "--arch", "cpu", "--quiet",
             "--out", str(out)]
     assert _cli(base + ["--iters", "2"]) == 0
     report = json.loads((out / "report.json").read_text())
