@@ -47,7 +47,7 @@ def spring_net_builder(n: int = 10, size: float = 0.5, height: float = 0.6):
     the ground."""
     import gradsim_taichi as gs
 
-    b = gs.ModelBuilder(contact_ke=3e3, contact_kd=10.0, contact_kf=10.0, contact_mu=0.5)
+    b = gs.ModelBuilder(contact_ke=3e3, contact_kd=5.0, contact_kf=5.0, contact_mu=0.5)
     u, w = np.meshgrid(np.linspace(0, size, n), np.linspace(0, size, n), indexing="ij")
     pos = np.stack([u, height + 0.3 * u, w], axis=-1).reshape(-1, 3)
     b.add_particles(pos, velocities=(0.5, 0.0, 0.0), mass=0.02)

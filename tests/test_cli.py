@@ -13,7 +13,7 @@ def test_info_prints_versions(capsys):
 
 
 def test_simulate_writes_trajectory_and_gif(tmp_path, capsys):
-    assert main(["simulate", "--arch", "cpu", "--frames", "6", "--substeps", "4",
+    assert main(["simulate", "--arch", "cpu", "--frames", "6", "--substeps", "8",
                  "--out", str(tmp_path)]) == 0
     data = np.load(tmp_path / "trajectory.npz")
     assert data["positions"].shape == (7, 100, 3)

@@ -68,7 +68,7 @@ def test_spring_damping_decays_at_analytic_rate():
 
 def test_resting_particle_settles_at_mg_over_ke():
     m, ke, r = 0.3, 2e3, 0.01
-    b = gs.ModelBuilder(contact_ke=ke, contact_kd=5.0, particle_radius=r)
+    b = gs.ModelBuilder(contact_ke=ke, contact_kd=5.0, contact_kf=100.0, particle_radius=r)
     b.add_particle((0.0, r, 0.0), mass=m)
     _, out = rollout(b, 120, 16, 1.0 / 960)
     penetration = r - out[-1, 0, 1]
@@ -79,7 +79,7 @@ def test_sliding_particle_decelerates_at_mu_g():
     mu, r, m = 0.3, 0.01, 1.0
     ke = 1e4
     y_rest = r - m * 9.8 / ke
-    b = gs.ModelBuilder(contact_ke=ke, contact_kd=50.0, contact_kf=1e4, contact_mu=mu,
+    b = gs.ModelBuilder(contact_ke=ke, contact_kd=50.0, contact_kf=500.0, contact_mu=mu,
                         particle_radius=r)
     b.add_particle((0.0, y_rest, 0.0), velocity=(3.0, 0.0, 1.0), mass=m)
     frames, substeps, dt = 30, 16, 1.0 / 960
