@@ -24,7 +24,7 @@ QUICK = {
     "gear": dict(overrides=dict(frames=10, width=32, height=32, goal_offset=(0.04, 0.0, 0.0)),
                  iters=3),
     "cloth": dict(overrides=dict(frames=12, width=32, height=32, resolution=(4, 4)), iters=3),
-    "walker": dict(overrides=dict(frames=10, width=32, height=32, goal_offset=(0.03, 0.0, 0.0)),
+    "walker": dict(overrides=dict(frames=12, width=32, height=32, goal_offset=(0.03, 0.0, 0.0)),
                    iters=3),
 }
 
