@@ -341,7 +341,7 @@ class GearTask(_TetActuated, ControlTask):
                           "random": 3.50, "start": 4.47, "iters": 40}
 
     def build_model(self):
-        b = ModelBuilder(contact_ke=1e4, contact_kd=2.0, contact_kf=5.0, contact_mu=0.8)
+        b = ModelBuilder(contact_ke=1e4, contact_kd=2.0, contact_kf=10.0, contact_mu=0.8)
         s = self.radius
         b.add_soft_gear(outer_radius=s, inner_radius=0.8 * s, thickness=0.3 * s, layers=2,
                         spacing=0.18 * s, origin=(0.0, s + 0.005, 0.0), density=400.0,
@@ -382,7 +382,7 @@ class WalkerTask(_TetActuated, ControlTask):
     def build_model(self):
         from gradsim_taichi.meshes import tet_walker
 
-        b = ModelBuilder(contact_ke=1e4, contact_kd=2.0, contact_kf=5.0, contact_mu=0.8)
+        b = ModelBuilder(contact_ke=1e4, contact_kd=2.0, contact_kf=10.0, contact_mu=0.8)
         v, t = tet_walker(body_length=0.6, body_height=0.15, leg_length=0.2, leg_width=0.1,
                           thickness=0.15, layers=2, spacing=0.06)
         b.add_soft_mesh(v, t, origin=(-0.3, 0.005, 0.0), density=400.0, mu=GEAR_MU,
