@@ -125,6 +125,7 @@ def estimate(
     resume: bool = False,
     save_every: int = 5,
     progress: bool = True,
+    warmup: tuple | None = None,
 ) -> EstimationResult:
     """Estimate physical parameters of ``scene`` from ``target_frames``.
 
@@ -149,6 +150,8 @@ def estimate(
         out_dir: where to save ``state.pt`` every ``save_every`` iterations (for resume).
         resume: continue from ``out_dir/state.pt`` if it exists.
         progress: show a tqdm bar with the current loss.
+        warmup: ``(iterations, last_frame)``: fit frames up to ``last_frame`` first
+            (default: the scene's ``warmup``; ``(0, 0)`` for none).
     """
     names = list(params) if params else list(scene.default_params)
     iters = scene.iters if iters is None else iters
@@ -170,8 +173,14 @@ def estimate(
         raise ValueError(f"optimizer must be one of {KINDS}; got {optimizer!r}")
     scene.ensure_built()
     target = check_target(scene, target_frames, supervision)
-    frame_ids = torch.arange(0, scene.frames + 1, frame_stride)
-    target_sel = target[frame_ids]
+    all_ids = torch.arange(0, scene.frames + 1, frame_stride)
+    # Warm-up: the first iterations fit only the early frames (e.g. a body's flight
+    # before it tumbles on the ground, where the loss has a single minimum), then all.
+    warm_iters, warm_frames = scene.warmup if warmup is None else warmup
+    warm_ids = all_ids[all_ids <= warm_frames]
+
+    def frames_at(iteration):
+        return warm_ids if iteration < warm_iters else all_ids
     loss_fn = _mse if loss == "mse" else loss
     if not callable(loss_fn):
         raise ValueError(f"loss must be 'mse' or a callable; got {loss!r}")
@@ -207,6 +216,7 @@ def estimate(
         return {n: _from_param(scene.params[n], u[n]) for n in names}
 
     def objective():
+        frame_ids = frames_at(it)
         vals = values()
         out = scene.simulate(vals)
         if not all(torch.isfinite(x).all() for x in out.values()):
@@ -219,17 +229,21 @@ def estimate(
             pred = scene.tracked_positions(out)[frame_ids]
         else:
             pred = scene.render(out, frame_ids)
-            if target_sel.shape[-1] == 3:
+            if target.shape[-1] == 3:
                 pred = pred[..., :3]
-        return loss_fn(pred, target_sel), pred
+        return loss_fn(pred, target[frame_ids]), pred
 
     t0 = time.perf_counter()
     status = "done"
     bar = tqdm(range(start_iter, iters), desc=f"estimate {scene.name}", disable=not progress,
                initial=start_iter, total=iters)
     rendered = None
+    it = start_iter
     for it in bar:
         before = {n: u[n].detach().clone() for n in names}
+        if it == warm_iters and warm_iters > 0:
+            opt.restart()  # a new objective: curvature memory of the old one misleads
+            scale = None
 
         def closure():
             # The loss is divided by its first value: L-BFGS's curvature test uses an

@@ -37,6 +37,11 @@ class Optimiser:
                                  tolerance_grad=0.0, tolerance_change=0.0, history_size=20,
                                  line_search_fn="strong_wolfe")
 
+    def restart(self) -> None:
+        """Forget L-BFGS's curvature memory and the best loss (the objective changed)."""
+        self.lbfgs = self._new_lbfgs()
+        self.best = float("inf")
+
     def step(self, closure):
         """One iteration; returns (loss before the step, whether it was finite)."""
         if self.done < self.adam_iters:

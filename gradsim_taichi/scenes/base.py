@@ -96,6 +96,7 @@ class Scene:
     iters: int = 50
     lr: float = 0.05
     optimizer: str = "adam"
+    warmup: tuple = (0, 0)  # (iterations, last frame) fitted first; see estimate()
     summary = ""  # one line for the CLI help
 
     # ---- to implement in presets ------------------------------------------------------

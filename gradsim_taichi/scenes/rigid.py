@@ -68,6 +68,9 @@ class RigidMass(Scene):
     iters: int = 12
     lr: float = 1.0
     optimizer: str = "lbfgs"
+    # the flight before the first touch shows the mass unambiguously (v = J / m);
+    # tumbling on the ground later can make the full-video loss multimodal
+    warmup: tuple = (4, 12)
     # Contact stiff enough to look rigid, soft enough for 32 substeps at 60 Hz: stiffer
     # contact chatters at the corners and makes the loss landscape rough.
     contact: dict = field(default_factory=lambda: dict(ke=5e3, kd=100.0, kf=100.0, mu=0.4))
