@@ -121,12 +121,15 @@ def print_tables(summary):
               "table2": "Table 2: rigid mass + contact (abs relative error)",
               "table3": "Table 3: FEM and cloth (relative mean absolute error)"}
     for t, keys in cols.items():
+        widths = [max(12, len(k)) + 2 for k in keys]
         print(f"\n{titles[t]}")
-        print(f"{'method':<34}" + "".join(f"{k:>14}" for k in keys))
+        print(f"{'method':<34}" + "".join(f"{k:>{w}}" for k, w in zip(keys, widths)))
         for method, row in PAPER[t].items():
-            print(f"{'paper: ' + method:<34}" + "".join(f"{row[k]:>14.3g}" for k in keys))
+            print(f"{'paper: ' + method:<34}"
+                  + "".join(f"{row[k]:>{w}.3g}" for k, w in zip(keys, widths)))
         for sup, s in summary.items():
-            print(f"{names[sup]:<34}" + "".join(f"{s[t][k]:>14.3g}" for k in keys))
+            print(f"{names[sup]:<34}"
+                  + "".join(f"{s[t][k]:>{w}.3g}" for k, w in zip(keys, widths)))
 
 
 def main(argv=None):
