@@ -82,6 +82,13 @@ def check_target(scene: Scene, target: torch.Tensor, supervision: str) -> torch.
         target = torch.as_tensor(np.asarray(target))
     target = target.to(runtime.torch_dtype())
     if supervision == "3d":
+        want = (scene.frames + 1, sum(p.mesh.faces.max().item() + 1 for p in scene.parts
+                                      if p.static_vertices is None), 3)
+        if tuple(target.shape) != want:
+            raise ValueError(f"3D target must have shape {want} (frames + 1, tracked "
+                             f"vertices, 3); got {tuple(target.shape)}")
+        if not torch.isfinite(target).all():
+            raise ValueError("3D target contains NaN or inf")
         return target
     if target.ndim != 4 or target.shape[-1] not in (3, 4):
         raise ValueError(f"target video must be [frames, height, width, 3 or 4]; "

@@ -115,3 +115,10 @@ def test_report_plot_and_videos(scene, tmp_path):
     mp4, gif = save_compare_videos(tmp_path, target, est)
     video = load_video(gif)
     assert video.shape[0] == scene.frames + 1 and video.shape[2] > 3 * scene.width
+
+
+def test_3d_target_shape_is_checked(scene):
+    target = render_target(scene, "3d")
+    check_target(scene, target, "3d")
+    with pytest.raises(ValueError, match="3D target must have shape"):
+        check_target(scene, target[:, :3], "3d")
