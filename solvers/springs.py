@@ -7,22 +7,65 @@ from gradsim_taichi import runtime
 from gradsim_taichi.params import Param, field_param
 
 
+class _WithAdjoint:
+    """A forward kernel callable with a hand-written adjoint as ``.grad`` (the interface
+    ParticleSolver uses for force models: ``apply(...)`` / ``apply.grad(...)``)."""
+
+    def __init__(self, forward, adjoint):
+        self._forward = forward
+        self.grad = adjoint
+
+    def __call__(self, *args):
+        self._forward(*args)
+
+
 @ti.data_oriented
 class Springs:
     """Hooke springs with dashpot damping along the spring:
-    ``f = (ke (l - rest) + kd (v_rel . d)) d`` on the first end, the opposite on the second."""
+    ``f = (ke (l - rest) + kd (v_rel . d)) d`` on the first end, the opposite on the second.
+
+    ``apply(x, v, f, row)`` adds the forces into ``f[row]``; ``apply.grad(x, v, f, row)`` is
+    its hand-written adjoint (reads ``f.grad[row]``, adds into ``x.grad[row]``,
+    ``v.grad[row]`` and the per-spring parameter gradients).
+
+    No float atomics: each spring writes its force (or its endpoint adjoints) into a
+    per-spring buffer, then each particle sums the springs incident to it through a CSR
+    list (particle -> 2 s + end, in spring order). The summation order is fixed, so the
+    result is the same for any thread count (and, with the springs as the first force
+    model, bitwise the one of a sequential loop over the springs).
+    """
 
     def __init__(self, ends, stiffness, damping, rest_length):
         real = runtime.real()
+        ends = np.asarray(ends, dtype=np.int64).reshape(-1, 2)
         self.count = len(ends)
         self.ends = ti.Vector.field(2, ti.i32, shape=self.count)
         self.ke = ti.field(real, self.count, needs_grad=True)
         self.kd = ti.field(real, self.count, needs_grad=True)
         self.rest = ti.field(real, self.count, needs_grad=True)
-        self.ends.from_numpy(np.asarray(ends, dtype=np.int32))
+        self.ends.from_numpy(ends.astype(np.int32))
         self.ke.from_numpy(np.asarray(stiffness, dtype=runtime.np_dtype()))
         self.kd.from_numpy(np.asarray(damping, dtype=runtime.np_dtype()))
         self.rest.from_numpy(np.asarray(rest_length, dtype=runtime.np_dtype()))
+        # CSR over the particles that have springs: slot 2 s + k is end k of spring s
+        # (stable sort: each particle's slots in spring order).
+        flat = ends.ravel()
+        order = np.argsort(flat, kind="stable")
+        counts = np.bincount(flat, minlength=int(flat.max()) + 1 if len(flat) else 0)
+        ids = np.nonzero(counts)[0]
+        ptr = np.concatenate([[0], np.cumsum(counts[ids])])
+        self.n_gather = len(ids)
+        self.gather_ids = ti.field(ti.i32, self.n_gather)
+        self.gather_ptr = ti.field(ti.i32, self.n_gather + 1)
+        self.gather_slot = ti.field(ti.i32, 2 * self.count)
+        self.gather_ids.from_numpy(ids.astype(np.int32))
+        self.gather_ptr.from_numpy(ptr.astype(np.int32))
+        self.gather_slot.from_numpy(order.astype(np.int32))
+        # per spring: its force on end 0 (forward), or the adjoints of end 1's position
+        # and velocity (backward; end 0 gets the opposite)
+        self.buf_a = ti.Vector.field(3, real, shape=self.count)
+        self.buf_b = ti.Vector.field(3, real, shape=self.count)
+        self.apply = _WithAdjoint(self._forces, self._forces_adjoint)
 
     def params(self) -> list[Param]:
         return [
@@ -38,8 +81,11 @@ class Springs:
         for field in (self.ke, self.kd, self.rest):
             field.grad.fill(0)
 
+    # Neither kernel is differentiated by Taichi (the adjoint is hand-written), so two
+    # top-level loops per kernel are fine. The dynamic inner loops accumulate scalars only.
+
     @ti.kernel
-    def apply(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):
+    def _forces(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):
         for s in range(self.count):
             i = self.ends[s][0]
             j = self.ends[s][1]
@@ -48,5 +94,81 @@ class Springs:
             direction = d / length
             speed = (v[row, j] - v[row, i]).dot(direction)
             magnitude = self.ke[s] * (length - self.rest[s]) + self.kd[s] * speed
-            f[row, i] += magnitude * direction
-            f[row, j] -= magnitude * direction
+            self.buf_a[s] = magnitude * direction
+
+        # second loop (after an implicit barrier): each particle sums its springs' forces
+        for p in range(self.n_gather):
+            a0 = 0.0
+            a1 = 0.0
+            a2 = 0.0
+            for q in range(self.gather_ptr[p], self.gather_ptr[p + 1]):
+                slot = self.gather_slot[q]
+                s = slot >> 1
+                if slot & 1 == 0:
+                    a0 += self.buf_a[s][0]
+                    a1 += self.buf_a[s][1]
+                    a2 += self.buf_a[s][2]
+                else:
+                    a0 -= self.buf_a[s][0]
+                    a1 -= self.buf_a[s][1]
+                    a2 -= self.buf_a[s][2]
+            k = self.gather_ids[p]
+            f[row, k] = f[row, k] + ti.Vector([a0, a1, a2])
+
+    @ti.kernel
+    def _forces_adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(),
+                        row: ti.i32):
+        # F = m u on end 0 (-F on end 1), u = d / l, l = sqrt(d.d + eps), d = x_j - x_i,
+        # m = ke (l - rest) + kd (w . u), w = v_j - v_i. With g = f.grad_i - f.grad_j:
+        #   gm = g . u,  dl/du = m g + kd gm w,  dl/dw = kd gm u,
+        #   dl/dd = (dl/du - (dl/du . u) u) / l + ke gm u,
+        #   dl/dke = (l - rest) gm,  dl/dkd = (w . u) gm,  dl/drest = -ke gm;
+        # end j gets +dl/dd, +dl/dw, end i the opposite.
+        for s in range(self.count):
+            i = self.ends[s][0]
+            j = self.ends[s][1]
+            d = x[row, j] - x[row, i]
+            w = v[row, j] - v[row, i]
+            length = ti.sqrt(d.dot(d) + 1e-30)
+            u = d / length
+            speed = w.dot(u)
+            ke = self.ke[s]
+            kd = self.kd[s]
+            magnitude = ke * (length - self.rest[s]) + kd * speed
+            g = f.grad[row, i] - f.grad[row, j]
+            gm = g.dot(u)
+            gu = magnitude * g + (kd * gm) * w
+            self.buf_a[s] = (gu - gu.dot(u) * u) / length + (ke * gm) * u
+            self.buf_b[s] = (kd * gm) * u
+            # one spring per iteration: plain stores, no atomics
+            self.ke.grad[s] = self.ke.grad[s] + (length - self.rest[s]) * gm
+            self.kd.grad[s] = self.kd.grad[s] + speed * gm
+            self.rest.grad[s] = self.rest.grad[s] - ke * gm
+
+        for p in range(self.n_gather):
+            a0 = 0.0
+            a1 = 0.0
+            a2 = 0.0
+            b0 = 0.0
+            b1 = 0.0
+            b2 = 0.0
+            for q in range(self.gather_ptr[p], self.gather_ptr[p + 1]):
+                slot = self.gather_slot[q]
+                s = slot >> 1
+                if slot & 1 == 1:
+                    a0 += self.buf_a[s][0]
+                    a1 += self.buf_a[s][1]
+                    a2 += self.buf_a[s][2]
+                    b0 += self.buf_b[s][0]
+                    b1 += self.buf_b[s][1]
+                    b2 += self.buf_b[s][2]
+                else:
+                    a0 -= self.buf_a[s][0]
+                    a1 -= self.buf_a[s][1]
+                    a2 -= self.buf_a[s][2]
+                    b0 -= self.buf_b[s][0]
+                    b1 -= self.buf_b[s][1]
+                    b2 -= self.buf_b[s][2]
+            k = self.gather_ids[p]
+            x.grad[row, k] = x.grad[row, k] + ti.Vector([a0, a1, a2])
+            v.grad[row, k] = v.grad[row, k] + ti.Vector([b0, b1, b2])
