@@ -188,6 +188,7 @@ def estimate(
 
     def frames_at(iteration):
         return warm_ids if iteration < warm_iters else all_ids
+
     loss_fn = _mse if loss == "mse" else loss
     if not callable(loss_fn):
         raise ValueError(f"loss must be 'mse' or a callable; got {loss!r}")
@@ -206,7 +207,11 @@ def estimate(
     start_iter, seconds_before, scale = 0, 0.0, None
     state_path = Path(out_dir) / "state.pt" if out_dir is not None else None
     if resume and state_path is not None and state_path.exists():
-        state = torch.load(state_path, weights_only=False)
+        try:
+            state = torch.load(state_path, weights_only=False)
+        except Exception as e:
+            raise ValueError(f"cannot resume from {state_path}: {type(e).__name__}: {e}; "
+                             "delete it to start over") from None
         if state["names"] != names:
             raise ValueError(f"{state_path} was saved for parameters {state['names']}, "
                              f"not {names}")

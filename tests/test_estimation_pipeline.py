@@ -122,3 +122,11 @@ def test_3d_target_shape_is_checked(scene):
     check_target(scene, target, "3d")
     with pytest.raises(ValueError, match="3D target must have shape"):
         check_target(scene, target[:, :3], "3d")
+
+
+def test_resume_from_a_corrupt_state_is_a_clear_error(scene, tmp_path):
+    (tmp_path / "state.pt").write_bytes(b"not a checkpoint")
+    target = render_target(scene, "3d")
+    with pytest.raises(ValueError, match="cannot resume from .*state.pt"):
+        estimate(scene, target, iters=2, supervision="3d", out_dir=tmp_path, resume=True,
+                 progress=False)
