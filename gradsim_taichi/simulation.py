@@ -71,7 +71,7 @@ class Simulation:
         m = float(masses.min())
         for name, k in (("contact_kd", ground.kd[None]), ("contact_kf", ground.kf[None])):
             ratio = k * self.dt / m
-            if ratio > 1.0:
+            if ratio > 1.5:
                 import warnings
 
                 warnings.warn(
