@@ -10,6 +10,8 @@ substeps * N``. With ``checkpoint=False`` every substep of the rollout is stored
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -72,8 +74,6 @@ class Simulation:
         for name, k in (("contact_kd", ground.kd[None]), ("contact_kf", ground.kf[None])):
             ratio = k * self.dt / m
             if ratio > 1.5:
-                import warnings
-
                 warnings.warn(
                     f"{name}={k:g} with a {m:.3g} kg particle and dt={self.dt:.3g} s gives "
                     f"{name} * dt / m = {ratio:.2f}; explicit integration needs well under 2 "
