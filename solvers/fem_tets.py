@@ -36,6 +36,7 @@ import taichi as ti
 
 from gradsim_taichi import runtime
 from gradsim_taichi.params import Param, field_param
+from gradsim_taichi.solvers.custom_adjoint import WithAdjoint
 
 
 def smith_parameters(mu, lam):
@@ -72,18 +73,6 @@ def _dcofactor(F, M):
     m0, m1, m2 = _col(M, 0), _col(M, 1), _col(M, 2)
     return ti.Matrix.cols([m1.cross(c2) + c1.cross(m2), c2.cross(m0) + m2.cross(c0),
                            m0.cross(c1) + c0.cross(m1)])
-
-
-class _WithAdjoint:
-    """A forward kernel callable with a hand-written adjoint as ``.grad`` (the interface
-    ParticleSolver uses for force models: ``apply_frame(...)`` / ``apply_frame.grad(...)``)."""
-
-    def __init__(self, forward, adjoint):
-        self._forward = forward
-        self.grad = adjoint
-
-    def __call__(self, *args):
-        self._forward(*args)
 
 
 @ti.data_oriented
@@ -144,7 +133,7 @@ class TetFEM:
         self.gather_slot.from_numpy(order.astype(np.int32))
         self.buf_a = ti.Vector.field(3, real, shape=(self.count, 4))
         self.buf_b = ti.Vector.field(3, real, shape=(self.count, 4))
-        self.apply_frame = _WithAdjoint(self._forces, self._forces_adjoint)
+        self.apply_frame = WithAdjoint(self._forces, self._forces_adjoint)
 
     # ---- storage and parameters --------------------------------------------------------
     def allocate(self, rows: int, frames: int) -> None:
@@ -198,7 +187,7 @@ class TetFEM:
 
     # ---- forces ------------------------------------------------------------------------
     # ``apply_frame(x, v, f, row, frame)`` is the forward kernel, ``apply_frame.grad`` its
-    # hand-written adjoint (see the class docstring of _WithAdjoint): Taichi's generated
+    # hand-written adjoint (see gradsim_taichi.solvers.custom_adjoint): Taichi's generated
     # adjoint of this matrix-heavy kernel took minutes to compile.
 
     @ti.func

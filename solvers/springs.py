@@ -5,18 +5,7 @@ import taichi as ti
 
 from gradsim_taichi import runtime
 from gradsim_taichi.params import Param, field_param
-
-
-class _WithAdjoint:
-    """A forward kernel callable with a hand-written adjoint as ``.grad`` (the interface
-    ParticleSolver uses for force models: ``apply(...)`` / ``apply.grad(...)``)."""
-
-    def __init__(self, forward, adjoint):
-        self._forward = forward
-        self.grad = adjoint
-
-    def __call__(self, *args):
-        self._forward(*args)
+from gradsim_taichi.solvers.custom_adjoint import WithAdjoint
 
 
 @ti.data_oriented
@@ -65,7 +54,7 @@ class Springs:
         # and velocity (backward; end 0 gets the opposite)
         self.buf_a = ti.Vector.field(3, real, shape=self.count)
         self.buf_b = ti.Vector.field(3, real, shape=self.count)
-        self.apply = _WithAdjoint(self._forces, self._forces_adjoint)
+        self.apply = WithAdjoint(self._forces, self._forces_adjoint)
 
     def params(self) -> list[Param]:
         return [
