@@ -28,9 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
 os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
@@ -40,6 +38,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from timing import interleaved_medians  # noqa: E402
 from torch_cloth_reference import TorchCloth, scene_from_simulation  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
@@ -106,15 +105,7 @@ def time_cases(sim, ref: TorchCloth, w: np.ndarray, repeats: int) -> dict:
 
     fns = {"ours fwd": sim.forward, "ours fwd+bwd": ours_fwd_bwd,
            "ref fwd": ref_fwd, "ref fwd+bwd": ref_fwd_bwd}
-    for fn in fns.values():
-        fn()  # warm-up: compiles kernels and adjoints
-    times = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t)
-    return {k: statistics.median(v) / steps for k, v in times.items()}
+    return {k: t / steps for k, t in interleaved_medians(fns, repeats).items()}
 
 
 def run(precision: str, cells: int, frames: int, repeats: int, aero: bool,

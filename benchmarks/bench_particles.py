@@ -44,6 +44,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from timing import interleaved_medians  # noqa: E402
 from torch_particles_reference import (  # noqa: E402
     TorchParticles,
     cloth_grid,
@@ -157,15 +158,7 @@ def time_cases(sim, ref: TorchParticles, w: np.ndarray, repeats: int) -> dict:
 
     fns = {"ours fwd": sim.forward, "ours fwd+bwd": ours_fwd_bwd,
            "ref fwd": ref_fwd, "ref fwd+bwd": ref_fwd_bwd}
-    for fn in fns.values():
-        fn()
-    times = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t)
-    return {k: statistics.median(v) / steps for k, v in times.items()}
+    return {k: t / steps for k, t in interleaved_medians(fns, repeats).items()}
 
 
 # ---- memory-bandwidth floor ------------------------------------------------------------
