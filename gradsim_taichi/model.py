@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from gradsim_taichi import runtime
 from gradsim_taichi.params import ParamSet
-from gradsim_taichi.solvers.ground_contact import GroundContact, GroundParams
+from gradsim_taichi.solvers.ground_contact import GroundParams
+from gradsim_taichi.solvers.launch import FastKernel
 from gradsim_taichi.solvers.particles import ParticleSystem
 from gradsim_taichi.solvers.springs import Springs
 
@@ -43,6 +44,14 @@ class ParticleSolver:
         for force in self.forces:
             if hasattr(force, "allocate"):
                 force.allocate(rows, frames)
+        # The substep's kernels, launched through FastKernel (~5 us instead of ~25 us of
+        # Python per call); the flag says whether a kernel takes the frame index too.
+        self._force_kernels = [
+            (FastKernel(force.apply_frame), True) if hasattr(force, "apply_frame")
+            else (FastKernel(force.apply), False)
+            for force in self.forces
+        ]
+        self._integrate = FastKernel(self.particles.integrate)
 
     def params(self):
         out = list(self.particles.params())
@@ -54,25 +63,25 @@ class ParticleSolver:
         self.particles.load(frame)
 
     def clear_segment(self):
-        self.particles.clear_forces()
+        pass  # load() zeroes the forces of row 0 and the integrator those of row + 1
 
     def step(self, row, frame, dt):
         p = self.particles
-        for force in self.forces:
-            if hasattr(force, "apply_frame"):
-                force.apply_frame(p.x, p.v, p.f, row, frame)
+        for kernel, per_frame in self._force_kernels:
+            if per_frame:
+                kernel(p.x, p.v, p.f, row, frame)
             else:
-                force.apply(p.x, p.v, p.f, row)
-        p.integrate(row, frame, dt)
+                kernel(p.x, p.v, p.f, row)
+        self._integrate(row, frame, dt)
 
     def step_grad(self, row, frame, dt):
         p = self.particles
-        p.integrate.grad(row, frame, dt)
-        for force in reversed(self.forces):
-            if hasattr(force, "apply_frame"):
-                force.apply_frame.grad(p.x, p.v, p.f, row, frame)
+        self._integrate.grad(row, frame, dt)
+        for kernel, per_frame in reversed(self._force_kernels):
+            if per_frame:
+                kernel.grad(p.x, p.v, p.f, row, frame)
             else:
-                force.apply.grad(p.x, p.v, p.f, row)
+                kernel.grad(p.x, p.v, p.f, row)
 
     def save(self, frame, row):
         self.particles.save(frame, row)
@@ -111,12 +120,10 @@ class Model:
         self.particles = None
         self.particle_solver = None
         if particles is not None:
-            self.particles = ParticleSystem(**particles)
+            self.particles = ParticleSystem(**particles, ground=self.ground)
             force_models: list = []
             if springs is not None:
                 force_models.append(Springs(*springs))
-            if ground is not None:
-                force_models.append(GroundContact(self.particles.n, self.ground))
             for make in force_factories:
                 force_models.append(make(self))
             self.particle_solver = ParticleSolver(self.particles, force_models)

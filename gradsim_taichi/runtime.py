@@ -136,6 +136,11 @@ def _version() -> str:
         return "0+unknown"
 
 
+def debug() -> bool:
+    """Whether Taichi runs in debug mode (cheap: called on every fast kernel launch)."""
+    return bool(_state.get("debug", False))
+
+
 def real():
     """The Taichi float type of the current precision."""
     ensure_init()
@@ -158,6 +163,22 @@ def torch_device() -> torch.device:
     """Where tensors handed to and from the engine live (CUDA when Taichi runs on CUDA)."""
     ensure_init()
     return torch.device("cuda" if _state["arch"] == "cuda" else "cpu")
+
+
+# On the CPU, a parallel loop wakes Taichi's worker threads, which sleep between
+# launches; on the VMs this runs on (vCPUs halt when idle) they join late, so a loop
+# needs about 2.5 ms of work before a second thread pays off, and a short parallel loop
+# costs ~50 us more than the same loop run serially. Measured in
+# benchmarks/bench_launch.py.
+SERIAL_WORK_NS = 2.0e6
+
+
+def serial(count: int, ns_per_item: float = 10.0) -> bool:
+    """Whether a loop over ``count`` items of ``ns_per_item`` each should run serially:
+    on the CPU when its estimated work is under :data:`SERIAL_WORK_NS`; never on CUDA.
+    Read at kernel compile time (``ti.loop_config(serialize=runtime.serial(n))``)."""
+    ensure_init()
+    return _state["arch"] == "cpu" and count * ns_per_item < SERIAL_WORK_NS
 
 
 def generation() -> int:

@@ -38,6 +38,7 @@ class Aerodynamics:
         real = runtime.real()
         tris = np.asarray(triangles, dtype=np.int32).reshape(-1, 3)
         self.count = len(tris)
+        self.serial = runtime.serial(self.count, ns_per_item=40.0)  # short loops run serially (see runtime.serial)
         self.tris = ti.Vector.field(3, ti.i32, shape=self.count)
         self.lift = ti.field(real, (), needs_grad=True)
         self.drag = ti.field(real, (), needs_grad=True)
@@ -62,6 +63,7 @@ class Aerodynamics:
 
     @ti.kernel
     def apply(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):
+        ti.loop_config(serialize=self.serial)
         for t in range(self.count):
             i = self.tris[t][0]
             j = self.tris[t][1]

@@ -78,6 +78,7 @@ class Bending:
         h = np.asarray(hinges, dtype=np.int32).reshape(-1, 4)
         dtype = runtime.np_dtype()
         self.count = len(h)
+        self.serial = runtime.serial(self.count, ns_per_item=60.0)  # short loops run serially (see runtime.serial)
         self.hinges = ti.Vector.field(4, ti.i32, shape=self.count)
         self.rest = ti.field(real, self.count)
         self.ke = ti.field(real, self.count, needs_grad=True)
@@ -101,6 +102,7 @@ class Bending:
 
     @ti.kernel
     def apply(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):
+        ti.loop_config(serialize=self.serial)
         for h in range(self.count):
             i = self.hinges[h][0]
             j = self.hinges[h][1]

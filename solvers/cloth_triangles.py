@@ -71,6 +71,7 @@ class ClothTriangles:
         x = np.asarray(rest_positions, dtype=np.float64)
         dm, area = triangle_rest_pose(x[tris[:, 0]], x[tris[:, 1]], x[tris[:, 2]])
         self.count = len(tris)
+        self.serial = runtime.serial(self.count, ns_per_item=40.0)  # short loops run serially (see runtime.serial)
         self.tris = ti.Vector.field(3, ti.i32, shape=self.count)
         self.pose = ti.Matrix.field(2, 2, real, shape=self.count)
         self.rest_area = ti.field(real, self.count)
@@ -111,6 +112,7 @@ class ClothTriangles:
     @ti.kernel
     def apply_frame(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32,
                     frame: ti.i32):
+        ti.loop_config(serialize=self.serial)
         for t in range(self.count):
             i = self.tris[t][0]
             j = self.tris[t][1]

@@ -133,6 +133,9 @@ class TetFEM:
         self.gather_slot.from_numpy(order.astype(np.int32))
         self.buf_a = ti.Vector.field(3, real, shape=(self.count, 4))
         self.buf_b = ti.Vector.field(3, real, shape=(self.count, 4))
+        # short loops run serially (see runtime.serial)
+        self.serial = runtime.serial(self.count, ns_per_item=150.0)
+        self.serial_gather = runtime.serial(self.n_gather, ns_per_item=40.0)
         self.apply_frame = WithAdjoint(self._forces, self._forces_adjoint)
 
     # ---- storage and parameters --------------------------------------------------------
@@ -209,6 +212,7 @@ class TetFEM:
                 frame: ti.i32):
         # Not differentiated by Taichi (hand-written adjoint below), so two top-level loops
         # and vector locals in the dynamic inner loop are fine here.
+        ti.loop_config(serialize=self.serial)
         for t in range(self.count):
             F, Fdot, cof = self._tet(x, v, row, t)
             J = _col(F, 0).dot(_col(F, 1).cross(_col(F, 2)))
@@ -230,6 +234,7 @@ class TetFEM:
             self.buf_a[t, 0] = -fsum
 
         # second loop (after an implicit barrier): each particle sums its tet slots
+        ti.loop_config(serialize=self.serial_gather)
         for j in range(self.n_gather):
             acc = ti.Vector([0.0, 0.0, 0.0])
             for q in range(self.gather_ptr[j], self.gather_ptr[j + 1]):
@@ -245,6 +250,7 @@ class TetFEM:
         #              + gp (lam' cof + kd dcof(F, Fdot)) + kd (Gh S + Fdot K)
         #   dl/dFdot = kd (gp cof + F K),  dl/dDs = dl/dF Dm^-T (same for velocities)
         # where dcof(F, M) = d(cof(F) : M)/dF. Checked against finite differences.
+        ti.loop_config(serialize=self.serial)
         for t in range(self.count):
             F, Fdot, cof = self._tet(x, v, row, t)
             B = self.dm_inv[t]
@@ -292,6 +298,7 @@ class TetFEM:
             self.buf_a[t, 0] = -sx
             self.buf_b[t, 0] = -sv
 
+        ti.loop_config(serialize=self.serial_gather)
         for j in range(self.n_gather):
             acc = ti.Vector([0.0, 0.0, 0.0])
             acc2 = ti.Vector([0.0, 0.0, 0.0])

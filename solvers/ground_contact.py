@@ -49,8 +49,12 @@ class GroundParams:
                         nonnegative=True),
         ]
 
+    def fields(self) -> tuple:
+        """The learnable fields, in the order (ke, kd, kf, mu)."""
+        return self.ke, self.kd, self.kf, self.mu
+
     def zero_grads(self) -> None:
-        for field in (self.ke, self.kd, self.kf, self.mu):
+        for field in self.fields():
             field.grad.fill(0)
 
     @ti.func
@@ -91,23 +95,67 @@ class GroundParams:
             out = ti.Vector([0.0, fn, 0.0]) + friction
         return out
 
-
-@ti.data_oriented
-class GroundContact:
-    """Particle force model: every particle of radius ``ground.radius`` against the ground."""
-
-    def __init__(self, n_particles, ground: GroundParams):
-        self.n = n_particles
-        self.ground = ground
-
-    def params(self) -> list[Param]:
-        return []  # the ground's parameters are registered once by the Model
-
-    def zero_grads(self) -> None:
-        pass  # the Simulation zeroes the shared ground parameters' gradients
-
-    @ti.kernel
-    def apply(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):
-        for i in range(self.n):
-            c = x[row, i][1] - self.ground.radius - self.ground.height
-            f[row, i] += self.ground.force(c, v[row, i])
+    @ti.func
+    def force_adjoint(self, c, vel, g):
+        """Adjoint of :meth:`force` (hand-written, so that the integrator can fuse contact
+        into its own loop): for dL/dF = ``g`` returns dL/dc, dL/dvel and the gradients of
+        (ke, kd, kf, mu) as a 4-vector. Zero when not in contact."""
+        g_c = 0.0
+        g_vel = ti.Vector([0.0, 0.0, 0.0])
+        g_par = ti.Vector([0.0, 0.0, 0.0, 0.0])
+        if c < 0.0:
+            ke = self.ke[None]
+            kd = self.kd[None]
+            kf = self.kf[None]
+            mu = self.mu[None]
+            pen = -c
+            # elastic(pen, ke) and its partials
+            elastic = ke * pen
+            d_elastic_pen = ke
+            d_elastic_ke = pen
+            w = self.elastic_width
+            if pen < w:
+                t = pen / w
+                d_elastic_ke = w * (2.0 * t * t - t * t * t)
+                elastic = ke * d_elastic_ke
+                d_elastic_pen = ke * (4.0 * t - 3.0 * t * t)
+            ramp = 1.0
+            d_ramp_pen = 0.0
+            if pen < self.damping_depth:
+                t = pen / self.damping_depth
+                ramp = t * t * (3.0 - 2.0 * t)
+                d_ramp_pen = 6.0 * t * (1.0 - t) / self.damping_depth
+            vn = vel[1]
+            approach = ti.min(vn, 0.0)
+            fn = elastic - kd * approach * ramp
+            g_fn = g[1]
+            # friction = -kf phi(q) vt, q = kf^2 |vt|^2 / cap^2, cap = mu fn
+            vt = ti.Vector([vel[0], 0.0, vel[2]])
+            cap = mu * fn
+            g_vt = ti.Vector([0.0, 0.0, 0.0])
+            g_kf = 0.0
+            g_mu = 0.0
+            if cap > 0.0:
+                vt2 = vt.dot(vt)
+                q = kf * kf * vt2 / (cap * cap)
+                phi = 1.0 - q / 3.0 + 2.0 * q * q / 15.0
+                d_phi = -1.0 / 3.0 + 4.0 * q / 15.0
+                if q > 1e-4:
+                    x = ti.sqrt(q)
+                    th = ti.tanh(x)
+                    phi = th / x
+                    d_phi = ((1.0 - th * th) * x - th) / (2.0 * q * x)  # dphi/dq
+                gt = ti.Vector([g[0], 0.0, g[2]])
+                g_phi = -kf * gt.dot(vt)
+                g_q = g_phi * d_phi
+                g_vt = -kf * phi * gt + (2.0 * g_q * kf * kf / (cap * cap)) * vt
+                g_kf = -phi * gt.dot(vt) + 2.0 * g_q * kf * vt2 / (cap * cap)
+                g_cap = -2.0 * g_q * q / cap
+                g_mu = g_cap * fn
+                g_fn += g_cap * mu
+            g_c = -g_fn * (d_elastic_pen - kd * approach * d_ramp_pen)
+            g_vel = ti.Vector([g_vt[0], 0.0, g_vt[2]])
+            if vn < 0.0:
+                g_vel[1] = -g_fn * kd * ramp
+            g_par = ti.Vector([g_fn * d_elastic_ke, -g_fn * approach * ramp, g_kf, g_mu])
+        return g_c, g_vel, g_par

@@ -4,8 +4,8 @@ State lives in *segment buffers* ``x[row, i]``, ``v[row, i]``, ``f[row, i]``: on
 per substep of the frames being simulated now, so that every value is written
 once (Taichi's autodiff rule). Frame-boundary states are kept as checkpoints
 ``xc[frame, i]`` / ``vc[frame, i]``; the backward pass recomputes a segment from its
-checkpoint. Force models (springs, contact, cloth, FEM) add into ``f[row]``; the
-integrator reads it.
+checkpoint. Force models (springs, cloth, FEM) add into ``f[row]``; the integrator
+reads it and adds ground contact itself (one loop over the particles instead of two).
 """
 
 import numpy as np
@@ -21,12 +21,15 @@ class ParticleSystem:
     """Particles with mass, a pinned flag, gravity and per-frame external forces.
 
     Pinned particles never move: their velocity is held at zero (the reference engine
-    let them drift with their initial velocity).
+    let them drift with their initial velocity). With a ``ground``
+    (:class:`~gradsim_taichi.solvers.ground_contact.GroundParams`), every unpinned
+    particle of radius ``ground.radius`` has contact with it.
     """
 
-    def __init__(self, positions, velocities, masses, pinned, forces, gravity):
+    def __init__(self, positions, velocities, masses, pinned, forces, gravity, ground=None):
         real = runtime.real()
         self.n = len(positions)
+        self.serial = runtime.serial(self.n)  # short loops run serially (see runtime)
         self.mass = ti.field(real, self.n, needs_grad=True)
         self.pinned = ti.field(ti.i32, self.n)
         self.gravity = ti.Vector.field(3, real, shape=(), needs_grad=True)
@@ -36,6 +39,8 @@ class ParticleSystem:
         self._x0 = np.asarray(positions, dtype=runtime.np_dtype())
         self._v0 = np.asarray(velocities, dtype=runtime.np_dtype())
         self._f_const = np.asarray(forces, dtype=runtime.np_dtype())
+        self.ground = ground
+        self.has_ground = ground is not None
         self.rows = 0
         self.frames = 0
         self.integrate = WithAdjoint(self._integrate, self._integrate_adjoint)
@@ -55,8 +60,9 @@ class ParticleSystem:
         self.out_grad = ti.Vector.field(3, real, shape=(frames + 1, n))
         self.out_grad_v = ti.Vector.field(3, real, shape=(frames + 1, n))
         self.gravity_acc = ti.Vector.field(3, real, shape=n)  # dL/dg per particle
-        self.carry_x = ti.Vector.field(3, real, shape=n)
-        self.carry_v = ti.Vector.field(3, real, shape=n)
+        self.contact_acc = ti.Vector.field(4, real, shape=n)  # dL/d(ke, kd, kf, mu) per particle
+        self.substeps = ti.field(ti.i32, shape=())  # of the segment the adjoint runs
+        self._substeps = 0
         self.xc.from_numpy(np.broadcast_to(self._x0, (frames + 1, n, 3)).copy())
         self.vc.from_numpy(np.broadcast_to(self._v0, (frames + 1, n, 3)).copy())
         self.ext.from_numpy(np.broadcast_to(self._f_const, (frames, n, 3)).copy())
@@ -97,51 +103,84 @@ class ParticleSystem:
     @ti.kernel
     def load(self, frame: ti.i32):
         """Checkpoint ``frame`` -> buffer row 0."""
+        ti.loop_config(serialize=self.serial)
         for i in range(self.n):
             self.x[0, i] = self.xc[frame, i]
             self.v[0, i] = self.vc[frame, i]
+            self.f[0, i] = ti.Vector([0.0, 0.0, 0.0])
 
     @ti.kernel
     def save(self, frame: ti.i32, row: ti.i32):
         """Buffer ``row`` -> checkpoint ``frame``."""
+        ti.loop_config(serialize=self.serial)
         for i in range(self.n):
             self.xc[frame, i] = self.x[row, i]
             self.vc[frame, i] = self.v[row, i]
 
-    def clear_forces(self) -> None:
-        self.f.fill(0)
+    @ti.func
+    def _contact_distance(self, row, i):
+        """Signed distance of particle ``i``'s surface from the ground (< 0: penetrating)."""
+        return self.x[row, i][1] - self.ground.radius - self.ground.height
 
     @ti.kernel
     def _integrate(self, row: ti.i32, frame: ti.i32, dt: float):
-        """Semi-implicit Euler: v' = v + dt (f / m + g),  x' = x + dt v'."""
+        """Semi-implicit Euler: v' = v + dt (f / m + g),  x' = x + dt v', with f the force
+        models' forces plus ground contact (the total is written back to ``f[row]``)."""
+        ti.loop_config(serialize=self.serial)
         for i in range(self.n):
             if self.pinned[i] == 0:
-                acc = (self.f[row, i] + self.ext[frame, i]) / self.mass[i] + self.gravity[None]
+                force = self.f[row, i]
+                if ti.static(self.has_ground):
+                    force += self.ground.force(self._contact_distance(row, i), self.v[row, i])
+                    self.f[row, i] = force
+                acc = (force + self.ext[frame, i]) / self.mass[i] + self.gravity[None]
                 v1 = self.v[row, i] + dt * acc
                 self.v[row + 1, i] = v1
                 self.x[row + 1, i] = self.x[row, i] + dt * v1
             else:
                 self.v[row + 1, i] = ti.Vector([0.0, 0.0, 0.0])
                 self.x[row + 1, i] = self.x[row, i]
+            self.f[row + 1, i] = ti.Vector([0.0, 0.0, 0.0])  # the next substep adds into it
 
     @ti.kernel
     def _integrate_adjoint(self, row: ti.i32, frame: ti.i32, dt: float):
         """Adjoint of :meth:`_integrate` (hand-written: Taichi's generated one was ~4x the
-        memory traffic). With gx1, gv1 the adjoints of row + 1:
-        gx += gx1; gv1' = gv1 + dt gx1; gv += gv1'; ga = dt gv1';
-        gf += ga / m; gext += ga / m; gm -= ga . (f + ext) / m^2; gg += ga."""
+        memory traffic). With gx1, gv1 the adjoints of row + 1 (plus dL/dx, dL/dv of the
+        frame boundary when row + 1 is one):
+        gx = gx1; gv1' = gv1 + dt gx1; gv = gv1'; ga = dt gv1';
+        gf = ga / m; gext += ga / m; gm -= ga . (f + ext) / m^2; gg += ga;
+        then ground contact's adjoint (from gf) into gx, gv and the contact parameters.
+        It is the first adjoint kernel of a substep, so it *assigns* the adjoints of row:
+        nothing has to be zeroed between substeps; the force models then add into them."""
+        boundary = (row + 1) % self.substeps[None] == 0
+        ti.loop_config(serialize=self.serial)
         for i in range(self.n):
             gx1 = self.x.grad[row + 1, i]
-            self.x.grad[row, i] += gx1
+            gv1 = self.v.grad[row + 1, i]
+            if boundary:
+                gx1 += self.out_grad[frame + 1, i]
+                gv1 += self.out_grad_v[frame + 1, i]
+            gx = gx1
             if self.pinned[i] == 0:
-                gv = self.v.grad[row + 1, i] + dt * gx1
-                self.v.grad[row, i] += gv
+                gv = gv1 + dt * gx1
                 ga = dt * gv
                 m = self.mass[i]
-                self.f.grad[row, i] += ga / m
-                self.ext.grad[frame, i] += ga / m
+                gf = ga / m
+                self.f.grad[row, i] = gf
+                self.ext.grad[frame, i] += gf
                 self.mass.grad[i] -= ga.dot(self.f[row, i] + self.ext[frame, i]) / (m * m)
                 self.gravity_acc[i] += ga  # per particle: no contended atomics
+                if ti.static(self.has_ground):
+                    g_c, g_vel, g_par = self.ground.force_adjoint(
+                        self._contact_distance(row, i), self.v[row, i], gf)
+                    gx[1] += g_c
+                    gv += g_vel
+                    self.contact_acc[i] += g_par
+                self.v.grad[row, i] = gv
+            else:
+                self.v.grad[row, i] = ti.Vector([0.0, 0.0, 0.0])
+                self.f.grad[row, i] = ti.Vector([0.0, 0.0, 0.0])
+            self.x.grad[row, i] = gx
 
     # ---- backward --------------------------------------------------------------------
     def begin_backward(self, grad_frames, grad_velocities=None) -> None:
@@ -150,6 +189,7 @@ class ParticleSystem:
         for field in (self.x, self.v, self.f, self.ext, self.mass, self.gravity):
             field.grad.fill(0)
         self.gravity_acc.fill(0)
+        self.contact_acc.fill(0)
         dtype = runtime.np_dtype()
         self.out_grad.from_numpy(np.ascontiguousarray(grad_frames, dtype=dtype))
         if grad_velocities is None:
@@ -159,34 +199,30 @@ class ParticleSystem:
 
     def seed_segment(self, first_frame: int, frames_in_segment: int, substeps: int) -> None:
         """Prepare adjoints for the reverse pass of one segment: the adjoint that reached
-        row 0 of the later segment becomes the adjoint of this segment's last row, other
-        rows start at zero, and dL/dx, dL/dv of each frame boundary inside it are added."""
-        self._take_carry()
-        for field in (self.x, self.v, self.f):
-            field.grad.fill(0)  # contiguous fill: zeroing rows per particle was 30x slower
-        self._seed(first_frame, frames_in_segment, substeps)
+        row 0 of the later segment becomes the adjoint of this segment's last row. (The
+        integrator's adjoint adds dL/dx, dL/dv of the frame boundaries and assigns every
+        other row, so nothing is zeroed.)"""
+        if self._substeps != substeps:
+            self.substeps[None] = substeps
+            self._substeps = substeps
+        self._carry(frames_in_segment * substeps)
 
     @ti.kernel
-    def _take_carry(self):
+    def _carry(self, last: ti.i32):
+        ti.loop_config(serialize=self.serial)
         for i in range(self.n):
-            self.carry_x[i] = self.x.grad[0, i]
-            self.carry_v[i] = self.v.grad[0, i]
-
-    @ti.kernel
-    def _seed(self, first_frame: ti.i32, frames_in_segment: ti.i32, substeps: ti.i32):
-        for i in range(self.n):
-            last = frames_in_segment * substeps
-            self.x.grad[last, i] = self.carry_x[i]
-            self.v.grad[last, i] = self.carry_v[i]
-            for k in range(1, frames_in_segment + 1):
-                self.x.grad[k * substeps, i] += self.out_grad[first_frame + k, i]
-                self.v.grad[k * substeps, i] += self.out_grad_v[first_frame + k, i]
+            self.x.grad[last, i] = self.x.grad[0, i]
+            self.v.grad[last, i] = self.v.grad[0, i]
 
     def finish_backward(self) -> None:
         """Row 0 of the first segment now holds dL/d(initial state)."""
         self._x0_grad = self.x.grad.to_numpy()[0] + self.out_grad.to_numpy()[0]
         self._v0_grad = self.v.grad.to_numpy()[0] + self.out_grad_v.to_numpy()[0]
         self.gravity.grad.from_numpy(self.gravity_acc.to_numpy().sum(axis=0))
+        if self.ground is not None:  # other systems may add to the shared ground's too
+            sums = self.contact_acc.to_numpy().sum(axis=0)
+            for field, value in zip(self.ground.fields(), sums):
+                field.grad[None] = field.grad[None] + value
 
     def output(self) -> np.ndarray:
         """Positions at every frame boundary, ``[frames + 1, N, 3]``."""

@@ -17,11 +17,11 @@ class Springs:
     its hand-written adjoint (reads ``f.grad[row]``, adds into ``x.grad[row]``,
     ``v.grad[row]`` and the per-spring parameter gradients).
 
-    No float atomics: each spring writes its force (or its endpoint adjoints) into a
-    per-spring buffer, then each particle sums the springs incident to it through a CSR
-    list (particle -> 2 s + end, in spring order). The summation order is fixed, so the
-    result is the same for any thread count (and, with the springs as the first force
-    model, bitwise the one of a sequential loop over the springs).
+    No float atomics. Serially (short loops on the CPU), one loop over the springs adds
+    into both ends. In parallel, each spring writes its force (or its endpoint adjoints)
+    into a per-spring buffer, then each particle sums the springs incident to it through a
+    CSR list (particle -> 2 s + end, in spring order). Either way the summation order is
+    fixed: results do not depend on the thread count, and both paths give the same sums.
     """
 
     def __init__(self, ends, stiffness, damping, rest_length):
@@ -54,7 +54,12 @@ class Springs:
         # and velocity (backward; end 0 gets the opposite)
         self.buf_a = ti.Vector.field(3, real, shape=self.count)
         self.buf_b = ti.Vector.field(3, real, shape=self.count)
-        self.apply = WithAdjoint(self._forces, self._forces_adjoint)
+        # Short loops run serially on the CPU (see runtime.serial): then one loop adds
+        # straight into the particles, in spring order, with no buffers.
+        if runtime.serial(self.count):
+            self.apply = WithAdjoint(self._scatter_forces, self._scatter_adjoint)
+        else:
+            self.apply = WithAdjoint(self._forces, self._forces_adjoint)
 
     def params(self) -> list[Param]:
         return [
@@ -70,20 +75,85 @@ class Springs:
         for field in (self.ke, self.kd, self.rest):
             field.grad.fill(0)
 
-    # Neither kernel is differentiated by Taichi (the adjoint is hand-written), so two
+    # No kernel here is differentiated by Taichi (the adjoints are hand-written), so two
     # top-level loops per kernel are fine. The dynamic inner loops accumulate scalars only.
 
+    @ti.func
+    def _force(self, x: ti.template(), v: ti.template(), row, s):
+        """Force of spring ``s`` on its first end (the second end gets the opposite)."""
+        i = self.ends[s][0]
+        j = self.ends[s][1]
+        d = x[row, j] - x[row, i]
+        length = ti.sqrt(d.dot(d) + 1e-30)  # the tiny term keeps coincident ends finite
+        direction = d * (1.0 / length)
+        speed = (v[row, j] - v[row, i]).dot(direction)
+        magnitude = self.ke[s] * (length - self.rest[s]) + self.kd[s] * speed
+        return magnitude * direction
+
+    @ti.func
+    def _adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(), row, s):
+        """Adjoint of spring ``s``: adds its parameter gradients and returns the adjoints
+        of its second end's position and velocity (the first end gets the opposite).
+
+        F = m u on end 0 (-F on end 1), u = d / l, l = sqrt(d.d + eps), d = x_j - x_i,
+        m = ke (l - rest) + kd (w . u), w = v_j - v_i. With g = f.grad_i - f.grad_j and
+        gm = g . u:
+          dl/dd = (m / l) g + (kd gm / l) w + gm (ke - (m + kd (w . u)) / l) / l d,
+          dl/dw = (kd gm / l) d,
+          dl/dke = (l - rest) gm,  dl/dkd = (w . u) gm,  dl/drest = -ke gm
+        (dl/du = m g + kd gm w projected off u, divided by l, written without the
+        projection's extra dot product: a shorter dependency chain)."""
+        i = self.ends[s][0]
+        j = self.ends[s][1]
+        d = x[row, j] - x[row, i]
+        w = v[row, j] - v[row, i]
+        g = f.grad[row, i] - f.grad[row, j]
+        length = ti.sqrt(d.dot(d) + 1e-30)
+        inv_length = 1.0 / length
+        speed = d.dot(w) * inv_length
+        gm = d.dot(g) * inv_length
+        ke = self.ke[s]
+        kd = self.kd[s]
+        stretch = length - self.rest[s]
+        magnitude = ke * stretch + kd * speed
+        # one spring per iteration: plain stores, no atomics
+        self.ke.grad[s] = self.ke.grad[s] + stretch * gm
+        self.kd.grad[s] = self.kd.grad[s] + speed * gm
+        self.rest.grad[s] = self.rest.grad[s] - ke * gm
+        c_w = kd * gm * inv_length
+        c_d = gm * (ke - (magnitude + kd * speed) * inv_length) * inv_length
+        return (magnitude * inv_length) * g + c_w * w + c_d * d, c_w * d
+
+    # ---- serial: one loop adding straight into the particles (plain adds, no atomics) --
+    @ti.kernel
+    def _scatter_forces(self, x: ti.template(), v: ti.template(), f: ti.template(),
+                        row: ti.i32):
+        ti.loop_config(serialize=True)
+        for s in range(self.count):
+            force = self._force(x, v, row, s)
+            i = self.ends[s][0]
+            j = self.ends[s][1]
+            f[row, i] = f[row, i] + force
+            f[row, j] = f[row, j] - force
+
+    @ti.kernel
+    def _scatter_adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(),
+                         row: ti.i32):
+        ti.loop_config(serialize=True)
+        for s in range(self.count):
+            gx, gv = self._adjoint(x, v, f, row, s)
+            i = self.ends[s][0]
+            j = self.ends[s][1]
+            x.grad[row, j] = x.grad[row, j] + gx
+            x.grad[row, i] = x.grad[row, i] - gx
+            v.grad[row, j] = v.grad[row, j] + gv
+            v.grad[row, i] = v.grad[row, i] - gv
+
+    # ---- parallel: per-spring buffers, then a per-particle gather --------------------
     @ti.kernel
     def _forces(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):
         for s in range(self.count):
-            i = self.ends[s][0]
-            j = self.ends[s][1]
-            d = x[row, j] - x[row, i]
-            length = ti.sqrt(d.dot(d) + 1e-30)  # the tiny term keeps coincident ends finite
-            direction = d / length
-            speed = (v[row, j] - v[row, i]).dot(direction)
-            magnitude = self.ke[s] * (length - self.rest[s]) + self.kd[s] * speed
-            self.buf_a[s] = magnitude * direction
+            self.buf_a[s] = self._force(x, v, row, s)
 
         # second loop (after an implicit barrier): each particle sums its springs' forces
         for p in range(self.n_gather):
@@ -107,32 +177,10 @@ class Springs:
     @ti.kernel
     def _forces_adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(),
                         row: ti.i32):
-        # F = m u on end 0 (-F on end 1), u = d / l, l = sqrt(d.d + eps), d = x_j - x_i,
-        # m = ke (l - rest) + kd (w . u), w = v_j - v_i. With g = f.grad_i - f.grad_j:
-        #   gm = g . u,  dl/du = m g + kd gm w,  dl/dw = kd gm u,
-        #   dl/dd = (dl/du - (dl/du . u) u) / l + ke gm u,
-        #   dl/dke = (l - rest) gm,  dl/dkd = (w . u) gm,  dl/drest = -ke gm;
-        # end j gets +dl/dd, +dl/dw, end i the opposite.
         for s in range(self.count):
-            i = self.ends[s][0]
-            j = self.ends[s][1]
-            d = x[row, j] - x[row, i]
-            w = v[row, j] - v[row, i]
-            length = ti.sqrt(d.dot(d) + 1e-30)
-            u = d / length
-            speed = w.dot(u)
-            ke = self.ke[s]
-            kd = self.kd[s]
-            magnitude = ke * (length - self.rest[s]) + kd * speed
-            g = f.grad[row, i] - f.grad[row, j]
-            gm = g.dot(u)
-            gu = magnitude * g + (kd * gm) * w
-            self.buf_a[s] = (gu - gu.dot(u) * u) / length + (ke * gm) * u
-            self.buf_b[s] = (kd * gm) * u
-            # one spring per iteration: plain stores, no atomics
-            self.ke.grad[s] = self.ke.grad[s] + (length - self.rest[s]) * gm
-            self.kd.grad[s] = self.kd.grad[s] + speed * gm
-            self.rest.grad[s] = self.rest.grad[s] - ke * gm
+            gx, gv = self._adjoint(x, v, f, row, s)
+            self.buf_a[s] = gx
+            self.buf_b[s] = gv
 
         for p in range(self.n_gather):
             a0 = 0.0

@@ -226,7 +226,8 @@ def test_builder_merges_meshes_and_rejects_bad_input():
                             density=np.array([30.0]), mu=5.0, lam=1.0, velocity=(1, 0, 0),
                             pinned=[0])
     model = b.finalize()
-    assert len(model.forces) == 2  # ground contact and ONE fem model
+    assert len(model.forces) == 1  # ONE fem model (ground contact is in the integrator)
+    assert model.particles.has_ground
     assert model.fem.count == 7 and b.soft_tet_count == 7
     m = model.particles.mass.to_numpy()
     assert m[ids_a].sum() == pytest.approx(50.0 * 0.2**3)
