@@ -38,7 +38,7 @@ class Aerodynamics:
         real = runtime.real()
         tris = np.asarray(triangles, dtype=np.int32).reshape(-1, 3)
         self.count = len(tris)
-        self.serial = runtime.serial(self.count, ns_per_item=40.0)  # short loops run serially (see runtime.serial)
+        self.serial = runtime.serial(self.count, ns_per_item=40.0)  # see runtime.serial
         self.tris = ti.Vector.field(3, ti.i32, shape=self.count)
         self.lift = ti.field(real, (), needs_grad=True)
         self.drag = ti.field(real, (), needs_grad=True)

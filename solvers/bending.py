@@ -79,7 +79,7 @@ class Bending:
         h = np.asarray(hinges, dtype=np.int32).reshape(-1, 4)
         dtype = runtime.np_dtype()
         self.count = len(h)
-        self.serial = runtime.serial(self.count, ns_per_item=60.0)  # short loops run serially (see runtime.serial)
+        self.serial = runtime.serial(self.count, ns_per_item=60.0)  # see runtime.serial
         self.hinges = ti.Vector.field(4, ti.i32, shape=self.count)
         self.rest = ti.field(real, self.count)
         self.ke = ti.field(real, self.count, needs_grad=True)

@@ -71,7 +71,7 @@ class ClothTriangles:
         x = np.asarray(rest_positions, dtype=np.float64)
         dm, area = triangle_rest_pose(x[tris[:, 0]], x[tris[:, 1]], x[tris[:, 2]])
         self.count = len(tris)
-        self.serial = runtime.serial(self.count, ns_per_item=40.0)  # short loops run serially (see runtime.serial)
+        self.serial = runtime.serial(self.count, ns_per_item=40.0)  # see runtime.serial
         self.tris = ti.Vector.field(3, ti.i32, shape=self.count)
         self.pose = ti.Matrix.field(2, 2, real, shape=self.count)
         self.rest_area = ti.field(real, self.count)

@@ -133,27 +133,28 @@ def test_bending_adjoint_matches_finite_differences():
     against central differences, at bent, nearly flat and nearly folded hinges."""
     hinges = mesh_hinges(HINGE_TRIS)
     rng = np.random.default_rng(5)
-    fl = Fields(4)
     for phi in (0.7, -2.9, 1e-3):
-        bend = Bending(hinges, [0.2], [0.7], [0.05])
-        x = hinge_positions(phi) + 0.05 * rng.standard_normal((4, 3))
-        v = rng.standard_normal((4, 3))
-        g = rng.standard_normal((4, 3))
-        fd_x = fd_gradient(lambda y: float((g * fl.forces(bend, y, v)).sum()), x)
-        fd_v = fd_gradient(lambda y: float((g * fl.forces(bend, x, y)).sum()), v)
-        fl.forces(bend, x, v)  # the adjoint reads the state of the last evaluation
-        bend.zero_grads()
-        gx, gv = fl.input_grads(bend, g)
-        np.testing.assert_allclose(gx, fd_x, atol=1e-6 * np.abs(fd_x).max())
-        np.testing.assert_allclose(gv, fd_v, atol=1e-6 * np.abs(fd_v).max())
-        for field, value in ((bend.ke, 0.7), (bend.kd, 0.05)):
-            def loss(val, field=field, value=value):
-                field[0] = val
-                out = float((g * fl.forces(bend, x, v)).sum())
-                field[0] = value
-                return out
-            fd = (loss(value + 1e-7) - loss(value - 1e-7)) / 2e-7
-            assert abs(field.grad[0] - fd) <= 1e-6 * max(abs(fd), 1e-3), (phi, fd)
+        check_bending_adjoint(hinges, hinge_positions(phi) + 0.05 * rng.standard_normal((4, 3)),
+                              rng.standard_normal((4, 3)), rng.standard_normal((4, 3)), phi)
+
+
+def check_bending_adjoint(hinges, x, v, g, label):
+    bend = Bending(hinges, [0.2], [0.7], [0.05])
+    fl = Fields(4)
+    fd_x = fd_gradient(lambda y: float((g * fl.forces(bend, y, v)).sum()), x)
+    fd_v = fd_gradient(lambda y: float((g * fl.forces(bend, x, y)).sum()), v)
+    fl.forces(bend, x, v)  # the adjoint reads the state (and angle) of the last evaluation
+    gx, gv = fl.input_grads(bend, g)
+    np.testing.assert_allclose(gx, fd_x, atol=1e-6 * np.abs(fd_x).max())
+    np.testing.assert_allclose(gv, fd_v, atol=1e-6 * np.abs(fd_v).max())
+    for field, value in ((bend.ke, 0.7), (bend.kd, 0.05)):
+        def loss(val, field=field, value=value):
+            field[0] = val
+            out = float((g * fl.forces(bend, x, v)).sum())
+            field[0] = value
+            return out
+        fd = (loss(value + 1e-7) - loss(value - 1e-7)) / 2e-7
+        assert abs(field.grad[0] - fd) <= 1e-6 * max(abs(fd), 1e-3), (label, fd)
 
 
 # ---- membrane -----------------------------------------------------------------------
