@@ -117,9 +117,9 @@ class TetFEM:
         self.kd.from_numpy(np.asarray(damping, dtype=dtype))
         self.act = None
         self.frames = 0
-        # Atomic-free scatter: per-tet vertex values go to [T, 4] buffers, then each
-        # particle sums its slots (CSR: particle -> slots 4 t + k). Float atomics were the
-        # bottleneck on the CPU, and this order is deterministic (bitwise reproducible).
+        # Atomic-free scatter in parallel: per-tet vertex values go to [T, 4] buffers, then
+        # each particle sums its slots (CSR: particle -> slots 4 t + k). Float atomics were
+        # the bottleneck on the CPU, and this order is deterministic (bitwise reproducible).
         order = np.argsort(tets.ravel(), kind="stable")
         counts = np.bincount(tets.ravel(), minlength=particles.n)
         self._gather_ids = np.nonzero(counts)[0]
@@ -133,9 +133,9 @@ class TetFEM:
         self.gather_slot.from_numpy(order.astype(np.int32))
         self.buf_a = ti.Vector.field(3, real, shape=(self.count, 4))
         self.buf_b = ti.Vector.field(3, real, shape=(self.count, 4))
-        # short loops run serially (see runtime.serial)
+        # Short loops run serially on the CPU (see runtime.serial); then each tet adds
+        # straight into its particles and the buffers and the gather are not used.
         self.serial = runtime.serial(self.count, ns_per_item=150.0)
-        self.serial_gather = runtime.serial(self.n_gather, ns_per_item=40.0)
         self.apply_frame = WithAdjoint(self._forces, self._forces_adjoint)
 
     # ---- storage and parameters --------------------------------------------------------
@@ -229,17 +229,26 @@ class TetFEM:
             fsum = ti.Vector([0.0, 0.0, 0.0])
             for k in ti.static(range(3)):
                 fk = _col(H, k)
-                self.buf_a[t, k + 1] = fk
                 fsum += fk
-            self.buf_a[t, 0] = -fsum
+                if ti.static(self.serial):  # straight into the particles, tet by tet
+                    i = self.tets[t][k + 1]
+                    f[row, i] = f[row, i] + fk
+                else:
+                    self.buf_a[t, k + 1] = fk
+            if ti.static(self.serial):
+                i0 = self.tets[t][0]
+                f[row, i0] = f[row, i0] - fsum
+            else:
+                self.buf_a[t, 0] = -fsum
 
-        # second loop (after an implicit barrier): each particle sums its tet slots
-        ti.loop_config(serialize=self.serial_gather)
-        for j in range(self.n_gather):
-            acc = ti.Vector([0.0, 0.0, 0.0])
-            for q in range(self.gather_ptr[j], self.gather_ptr[j + 1]):
-                acc += self.buf_a[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
-            f[row, self.gather_ids[j]] += acc
+        # in parallel, a second loop (after an implicit barrier): each particle sums its
+        # tet slots
+        if ti.static(not self.serial):
+            for j in range(self.n_gather):
+                acc = ti.Vector([0.0, 0.0, 0.0])
+                for q in range(self.gather_ptr[j], self.gather_ptr[j + 1]):
+                    acc += self.buf_a[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
+                f[row, self.gather_ids[j]] += acc
 
     @ti.kernel
     def _forces_adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(),
@@ -291,22 +300,32 @@ class TetFEM:
             sx = ti.Vector([0.0, 0.0, 0.0])
             sv = ti.Vector([0.0, 0.0, 0.0])
             for k in ti.static(range(3)):
-                self.buf_a[t, k + 1] = _col(dX, k)
-                self.buf_b[t, k + 1] = _col(dV, k)
                 sx += _col(dX, k)
                 sv += _col(dV, k)
-            self.buf_a[t, 0] = -sx
-            self.buf_b[t, 0] = -sv
+                if ti.static(self.serial):
+                    i = self.tets[t][k + 1]
+                    x.grad[row, i] = x.grad[row, i] + _col(dX, k)
+                    v.grad[row, i] = v.grad[row, i] + _col(dV, k)
+                else:
+                    self.buf_a[t, k + 1] = _col(dX, k)
+                    self.buf_b[t, k + 1] = _col(dV, k)
+            if ti.static(self.serial):
+                i0 = self.tets[t][0]
+                x.grad[row, i0] = x.grad[row, i0] - sx
+                v.grad[row, i0] = v.grad[row, i0] - sv
+            else:
+                self.buf_a[t, 0] = -sx
+                self.buf_b[t, 0] = -sv
 
-        ti.loop_config(serialize=self.serial_gather)
-        for j in range(self.n_gather):
-            acc = ti.Vector([0.0, 0.0, 0.0])
-            acc2 = ti.Vector([0.0, 0.0, 0.0])
-            for q in range(self.gather_ptr[j], self.gather_ptr[j + 1]):
-                acc += self.buf_a[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
-                acc2 += self.buf_b[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
-            x.grad[row, self.gather_ids[j]] += acc
-            v.grad[row, self.gather_ids[j]] += acc2
+        if ti.static(not self.serial):
+            for j in range(self.n_gather):
+                acc = ti.Vector([0.0, 0.0, 0.0])
+                acc2 = ti.Vector([0.0, 0.0, 0.0])
+                for q in range(self.gather_ptr[j], self.gather_ptr[j + 1]):
+                    acc += self.buf_a[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
+                    acc2 += self.buf_b[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
+                x.grad[row, self.gather_ids[j]] += acc
+                v.grad[row, self.gather_ids[j]] += acc2
 
     # ---- inspection (numpy, for tests and diagnostics) ---------------------------------
     def deformation(self, positions) -> np.ndarray:
