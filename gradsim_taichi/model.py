@@ -104,7 +104,8 @@ class ParticleSolver:
         return self.particles.velocity_output()
 
     def state_bytes(self):
-        return self.particles.state_bytes()
+        return self.particles.state_bytes() + sum(
+            force.state_bytes() for force in self.forces if hasattr(force, "state_bytes"))
 
 
 class Model:

@@ -96,6 +96,10 @@ class Bending:
     def allocate(self, rows: int, frames: int) -> None:
         self.angle = ti.field(runtime.real(), shape=(rows, self.count))
 
+    def state_bytes(self) -> int:
+        """Bytes of per-substep values kept for the adjoint (the angles)."""
+        return self.angle.shape[0] * self.count * np.dtype(runtime.np_dtype()).itemsize
+
     def params(self) -> list[Param]:
         return [
             field_param("edge_ke", self.ke, "cloth bending stiffness [N m/rad], per hinge",

@@ -54,12 +54,22 @@ class Springs:
         # and velocity (backward; end 0 gets the opposite)
         self.buf_a = ti.Vector.field(3, real, shape=self.count)
         self.buf_b = ti.Vector.field(3, real, shape=self.count)
+        # length and 1 / length of every spring at every substep of the segment, from the
+        # forward pass: the adjoint reads them instead of a square root and a division
+        self.lengths = ti.Vector.field(2, real, shape=(1, self.count))
         # Short loops run serially on the CPU (see runtime.serial): then one loop adds
         # straight into the particles, in spring order, with no buffers.
         if runtime.serial(self.count):
             self.apply = WithAdjoint(self._scatter_forces, self._scatter_adjoint)
         else:
             self.apply = WithAdjoint(self._forces, self._forces_adjoint)
+
+    def allocate(self, rows: int, frames: int) -> None:
+        self.lengths = ti.Vector.field(2, runtime.real(), shape=(rows, self.count))
+
+    def state_bytes(self) -> int:
+        """Bytes of per-substep values kept for the adjoint (the lengths)."""
+        return self.lengths.shape[0] * self.count * 2 * np.dtype(runtime.np_dtype()).itemsize
 
     def params(self) -> list[Param]:
         return [
@@ -85,7 +95,9 @@ class Springs:
         j = self.ends[s][1]
         d = x[row, j] - x[row, i]
         length = ti.sqrt(d.dot(d) + 1e-30)  # the tiny term keeps coincident ends finite
-        direction = d * (1.0 / length)
+        inv_length = 1.0 / length
+        self.lengths[row, s] = ti.Vector([length, inv_length])
+        direction = d * inv_length
         speed = (v[row, j] - v[row, i]).dot(direction)
         magnitude = self.ke[s] * (length - self.rest[s]) + self.kd[s] * speed
         return magnitude * direction
@@ -94,6 +106,7 @@ class Springs:
     def _adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(), row, s):
         """Adjoint of spring ``s``: adds its parameter gradients and returns the adjoints
         of its second end's position and velocity (the first end gets the opposite).
+        Reads the spring's length from the forward pass of ``row``.
 
         F = m u on end 0 (-F on end 1), u = d / l, l = sqrt(d.d + eps), d = x_j - x_i,
         m = ke (l - rest) + kd (w . u), w = v_j - v_i. With g = f.grad_i - f.grad_j and
@@ -108,8 +121,8 @@ class Springs:
         d = x[row, j] - x[row, i]
         w = v[row, j] - v[row, i]
         g = f.grad[row, i] - f.grad[row, j]
-        length = ti.sqrt(d.dot(d) + 1e-30)
-        inv_length = 1.0 / length
+        length = self.lengths[row, s][0]  # from the forward pass of this row
+        inv_length = self.lengths[row, s][1]
         speed = d.dot(w) * inv_length
         gm = d.dot(g) * inv_length
         ke = self.ke[s]

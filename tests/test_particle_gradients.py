@@ -6,6 +6,7 @@ import torch
 from gradcheck_utils import fd_check_params
 
 import gradsim_taichi as gs
+from gradsim_taichi.solvers.springs import Springs
 
 ALL_PARTICLE_PARAMS = [
     "mass", "gravity", "initial_position", "initial_velocity", "external_force",
@@ -60,8 +61,16 @@ def test_checkpointed_and_full_storage_gradients_agree():
     itemsize = 8
     per_state = n * 3 * itemsize
     rows_ckpt, rows_full = 8 + 1, 10 * 8 + 1
-    assert sims[0].stored_state_bytes() == per_state * (6 * rows_ckpt + 2 * 11)
-    assert sims[1].stored_state_bytes() == per_state * (6 * rows_full + 2 * 11)
+    per_lengths = springs_of(sims[0]).count * 2 * itemsize  # per row, kept for the adjoint
+    assert sims[0].stored_state_bytes() == per_state * (6 * rows_ckpt + 2 * 11) \
+        + per_lengths * rows_ckpt
+    assert sims[1].stored_state_bytes() == per_state * (6 * rows_full + 2 * 11) \
+        + per_lengths * rows_full
+
+
+def springs_of(sim):
+    (springs,) = [f for f in sim.model.forces if isinstance(f, Springs)]
+    return springs
 
 
 def test_stored_state_grows_with_frames_plus_substeps_when_checkpointed():
@@ -72,9 +81,12 @@ def test_stored_state_grows_with_frames_plus_substeps_when_checkpointed():
                                 checkpoint=checkpoint)
             sizes[frames, checkpoint] = sim.stored_state_bytes()
     # doubling frames adds 2 states per extra frame when checkpointed, 6*16 when full
+    # (plus, when full, the springs' lengths of 16 more rows)
     per_state = 3 * 3 * 8
+    per_lengths = springs_of(sim).count * 2 * 8
     assert sizes[20, True] - sizes[10, True] == 10 * 2 * per_state
-    assert sizes[20, False] - sizes[10, False] == 10 * (6 * 16 + 2) * per_state
+    assert sizes[20, False] - sizes[10, False] == 10 * ((6 * 16 + 2) * per_state
+                                                        + 16 * per_lengths)
 
 
 def test_gradcheck_on_the_autograd_function():
