@@ -28,6 +28,7 @@ import taichi as ti
 
 from gradsim_taichi import runtime
 from gradsim_taichi.params import Param, field_param
+from gradsim_taichi.solvers.launch import FastKernel
 from gradsim_taichi.solvers.rigid_contact import vertex_contact
 
 
@@ -70,11 +71,6 @@ def omega_times_quat(o, q):
     ])
 
 
-# Loops shorter than this run on the launching thread: waking the CPU thread pool costs
-# more than the work of a few bodies or a small mesh (and a lot on a busy machine).
-SERIAL_BELOW = 512
-
-
 def _field_bytes(*fields) -> int:
     total = 0
     for f in fields:
@@ -105,6 +101,9 @@ class RigidBodySystem:
         counts = [len(b["vertices"]) for b in bodies]
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.nv = nv = int(offsets[-1])
+        # short loops run serially on the CPU (see runtime.serial)
+        self.serial_vertices = runtime.serial(nv, ns_per_item=100.0)
+        self.serial_bodies = runtime.serial(nb, ns_per_item=200.0)
         self.meshes = [(int(offsets[i]), np.asarray(b["faces"], dtype=np.int64))
                        for i, b in enumerate(bodies)]
         self.faces = np.concatenate([f + o for o, f in self.meshes])
@@ -176,6 +175,7 @@ class RigidBodySystem:
         real = runtime.real()
         nb = self.nb
         self.rows, self.frames = rows, frames
+        self._step_launch = FastKernel(self._step)  # ~5 us a launch instead of ~25 us
         vec = lambda n, shape, grad=True: ti.Vector.field(n, real, shape, needs_grad=grad)  # noqa
         self.x, self.v, self.w = (vec(3, (rows, nb)) for _ in range(3))
         self.q = vec(4, (rows, nb))
@@ -278,18 +278,17 @@ class RigidBodySystem:
         return (self._first * (self.rows - 1) + row) * dt
 
     def step(self, row: int, frame: int, dt: float) -> None:
-        self._step(row, frame, dt, self._time(row, dt))
+        self._step_launch(row, frame, dt, self._time(row, dt))
 
     def step_grad(self, row: int, frame: int, dt: float) -> None:
-        self._step.grad(row, frame, dt, self._time(row, dt))
+        self._step_launch.grad(row, frame, dt, self._time(row, dt))
 
     @ti.kernel
     def _step(self, row: ti.i32, frame: ti.i32, dt: float, t: float):
         """Contact, loads and impulses (atomic adds into the bodies), then integration.
         Top-level loops only: the adjoint kernel runs them in reverse order."""
         if ti.static(self.has_ground and self.nv > 0):
-            if ti.static(self.nv < SERIAL_BELOW):
-                ti.loop_config(serialize=True)
+            ti.loop_config(serialize=self.serial_vertices)
             for i in range(self.nv):
                 b = self.vbody[i]
                 rot = quat_to_mat(self.q[row, b])
@@ -321,8 +320,7 @@ class RigidBodySystem:
                 r = flags[0] * mv(rot, self.imp_point[k] - self.com_off[b])
                 self.fsum[row, b] += f
                 self.tsum[row, b] += r.cross(f)
-        if ti.static(self.nb < SERIAL_BELOW):
-            ti.loop_config(serialize=True)
+        ti.loop_config(serialize=self.serial_bodies)
         for b in range(self.nb):
             m = self.mass[b]
             ms = m * self.iscale[b]
