@@ -227,16 +227,24 @@ def estimate(
     def values():
         return {n: _from_param(scene.params[n], u[n]) for n in names}
 
+    def out_of_domain(vals) -> bool:
+        """A trial step so long that exp() of a log-parameter overflowed or underflowed."""
+        return any(not torch.isfinite(v).all() or (scene.params[n].positive and (v <= 0).any())
+                   for n, v in vals.items())
+
     def objective():
         frame_ids = frames_at(it)
         vals = values()
-        out = scene.simulate(vals)
-        if not all(torch.isfinite(x).all() for x in out.values()):
-            # The explicit integrator blew up at these values (a trial step went too far,
-            # e.g. too stiff for the substep): a large loss with zero gradient sends a
-            # line search back; it is not the NaN stop, which is for the current point.
+        out = None if out_of_domain(vals) else scene.simulate(vals)
+        if out is None or not all(torch.isfinite(x).all() for x in out.values()):
+            # The trial values are out of range, or the explicit integrator blew up at
+            # them (a trial step went too far, e.g. too stiff for the substep): a large
+            # loss with zero gradient sends a line search back; it is not the NaN stop,
+            # which is for the current point.
             penalty = 1e6 / scale if scale is not None else 1e6
-            return sum(v.sum() for v in vals.values()) * 0.0 + penalty, None
+            # (zero gradient through the optimised tensors, which stay finite: exp() of
+            # them may not be)
+            return sum(t.sum() for t in u.values()) * 0.0 + penalty, None
         if supervision == "3d":
             pred = scene.tracked_positions(out)[frame_ids]
         else:
