@@ -1,5 +1,6 @@
 """Scene presets: each renders a sensible target and estimation from a perturbed guess
-moves toward the truth; rigid-mass recovers the mass 10x better, also from an MP4."""
+moves toward the truth; rigid-mass recovers the mass 10x better, also from an MP4, and
+the parameters the small scenes identify (IDENTIFIED) improve 10x too."""
 
 import numpy as np
 import pytest
@@ -71,3 +72,13 @@ def test_estimation_from_a_perturbed_guess_moves_toward_the_truth(name):
     losses = [h["loss"] for h in result.history]
     assert min(losses[1:]) < 0.5 * losses[0]
     assert error(scene, result.params) < error(scene, init)
+    # the parameters these short, small scenes identify well: their error drops 10x
+    for n in IDENTIFIED.get(name, ()):
+        one = {n: result.params[n]}
+        assert error(scene, one) < error(scene, {n: init[n]}) / 10, n
+
+
+# At 32 px and a few iterations, the mass of the rigid body and the beam's density are
+# pinned down; the contact parameters, Lame parameters and per-particle quantities are
+# not (yet): see the closing notes of the estimation issue.
+IDENTIFIED = {"rigid-contact": ("mass",), "fem-beam": ("density",)}
