@@ -1,16 +1,17 @@
 """Re-run the gradSim paper's Tables 1-3 on this machine and print our rows beside the
 paper's, for video (pixels only) and 3D supervision (the DiffPhysics baseline).
 
-    python benchmarks/paper_tables.py [--instances 8] [--seed 0] [--json out.json]
+    python benchmarks/paper_tables.py [--instances 4] [--seed 0] [--json out.json]
 
 Each instance draws a ground truth and an initial guess from the preset's documented
 ranges (``gradsim_taichi.scenes``), renders the target from the truth and estimates.
 Table 1: mean absolute error (kg) and mean absolute relative error of the mass.
 Table 2: mean absolute relative error of mass, k_d, k_e, k_f, mu.
 Table 3: relative mean absolute error of solid mass, mu, lambda (beam and ball) and of
-the cloth's initial velocity. Scenes are scaled (64 px, 40 frames or fewer); one instance
-(ten estimations: five scenes, two supervisions) takes about 2 minutes on 2 CPU cores,
-so the default of 8 instances finishes in about 16 minutes.
+the cloth's initial velocity. Scenes are scaled (64 px, 50 frames or fewer); one instance
+(ten estimations: five scenes, two supervisions, the presets' default iterations) takes
+about 4 minutes on 2 CPU cores, so the default of 4 instances (each rigid shape once)
+finishes in about 17 minutes.
 """
 
 import argparse
@@ -135,7 +136,7 @@ def print_tables(summary):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--instances", type=int, default=8)
+    p.add_argument("--instances", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--supervision", choices=["video", "3d", "both"], default="both")
     p.add_argument("--quick", action="store_true", help="smaller images, fewer frames")

@@ -38,7 +38,7 @@ class ClothVelocity(Scene):
     resolution: tuple = (8, 8)
     base_velocity: tuple = (0.6, 0.8, -0.3)
     spin: float = 2.0  # rad/s about the vertical axis through the cloth's centre
-    iters: int = 40
+    iters: int = 120  # 40 gave 0.96 relative error on a paper-table instance, 120 0.44
     lr: float = 0.1
     optimizer: str = "adam+lbfgs"
 
