@@ -24,9 +24,7 @@ median of ``--repeats`` after a warm-up.
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
 os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
@@ -36,6 +34,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from timing import median_time  # noqa: E402
 from torch_fem_reference import TorchFEM  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
@@ -88,16 +87,6 @@ def ref_rollout(ref, values, x0, frames):
                        values["tet_damping"], values["tet_activation"], frames)
 
 
-def median_time(fn, repeats):
-    fn()  # warm-up (compiles kernels)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def run_case(kind, precision, frames, repeats):
     gs.init(arch="cpu", precision=precision, threads=THREADS)
     torch.set_num_threads(THREADS)
@@ -144,8 +133,8 @@ def run_case(kind, precision, frames, repeats):
     label = f"{kind}_{model.fem.count}tets_{precision}"
     rows = []
     for mode, ours_fn, ref_fn in (("fwd", ours_fwd, ref_fwd), ("fwd+bwd", ours_bwd, ref_bwd)):
-        t_ours = median_time(ours_fn, repeats) / steps
-        t_ref = median_time(ref_fn, repeats) / steps
+        t_ours = median_time(ours_fn, repeats, warmup=True) / steps
+        t_ref = median_time(ref_fn, repeats, warmup=True) / steps
         rows.append({"case": f"{label}_{mode}", "ours_s": t_ours, "reference_s": t_ref,
                      "speedup": t_ref / t_ours})
     return rows

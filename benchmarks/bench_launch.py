@@ -18,29 +18,18 @@ import argparse
 import json
 import os
 import sys
-import time
 
 os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
 os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
 
 import taichi as ti  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from timing import best_time  # noqa: E402
+
 import gradsim_taichi as gs  # noqa: E402
 from gradsim_taichi.solvers.launch import FastKernel  # noqa: E402
-
-
-def best_time(fn, calls: int, blocks: int = 5) -> float:
-    """Seconds per call, best of ``blocks`` blocks (robust to a noisy neighbour)."""
-    fn()
-    ti.sync()
-    best = float("inf")
-    for _ in range(blocks):
-        t = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        ti.sync()
-        best = min(best, (time.perf_counter() - t) / calls)
-    return best
 
 
 @ti.data_oriented
@@ -97,7 +86,8 @@ def main(argv=None):
     for n in (1_000, 10_000, 50_000, 200_000, 1_000_000):
         work = Work(n)
         calls = max(3, 200_000 // n)
-        ts, tp = best_time(work.serial, calls), best_time(work.parallel, calls)
+        ts = best_time(work.serial, calls, sync=ti.sync)
+        tp = best_time(work.parallel, calls, sync=ti.sync)
         loops.append({"items": n, "serial_s": ts, "parallel_s": tp, "ratio": tp / ts})
         print(f"{n:>9} {1e3 * ts:>10.3f} {1e3 * tp:>12.3f} {tp / ts:>16.2f}")
 
@@ -105,8 +95,8 @@ def main(argv=None):
     x = ti.field(ti.f64, shape=(4, n))
     small = Small(n)
     fast = FastKernel(small.step)
-    normal_s = best_time(lambda: small.step(x, 2, 0.5), 2000)
-    fast_s = best_time(lambda: fast(x, 2, 0.5), 2000)
+    normal_s = best_time(lambda: small.step(x, 2, 0.5), 2000, sync=ti.sync)
+    fast_s = best_time(lambda: fast(x, 2, 0.5), 2000, sync=ti.sync)
     print(f"\nlaunch of a small kernel (serial loop over {n} items): Taichi's path "
           f"{1e6 * normal_s:.1f} us, Launcher {1e6 * fast_s:.1f} us -> "
           f"{normal_s / fast_s:.2f}x")

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -44,7 +43,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from timing import interleaved_medians  # noqa: E402
+from timing import best_time, interleaved_medians, median_time  # noqa: E402
 from torch_particles_reference import (  # noqa: E402
     TorchParticles,
     cloth_grid,
@@ -124,14 +123,6 @@ def compare(sim, ref: TorchParticles, w: np.ndarray, precision: str) -> dict:
 
 
 # ---- timing -----------------------------------------------------------------------------
-def median_time(fn, repeats: int) -> float:
-    """Median wall time of ``repeats`` calls of ``fn``."""
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def time_cases(sim, ref: TorchParticles, w: np.ndarray, repeats: int) -> dict:
@@ -252,19 +243,7 @@ def profile_kernels(sim, repeats: int = 200) -> dict:
         "integrate + contact .grad": lambda: integrate.grad(0, 0, dt),
         "seed_segment (per frame)": lambda: p.seed_segment(0, 1, sim.substeps),
     }
-    out = {}
-    for name, fn in kernels.items():
-        fn()
-        ti.sync()
-        best = float("inf")  # best of 5 blocks: robust to a noisy neighbour
-        for _ in range(5):
-            t = time.perf_counter()
-            for _ in range(repeats // 5):
-                fn()
-            ti.sync()
-            best = min(best, (time.perf_counter() - t) / (repeats // 5))
-        out[name] = best
-    return out
+    return {name: best_time(fn, repeats // 5, sync=ti.sync) for name, fn in kernels.items()}
 
 
 # ---- main ---------------------------------------------------------------------------------

@@ -24,6 +24,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from timing import best_time  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
 
@@ -91,22 +94,13 @@ def run_reference(args, st, rows, backward: bool, gout_full, chunk: int):
     return torch.cat(outs, 1), grads, secs
 
 
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
 def bench_case(size, faces, frames, backward, budget_pairs, repeat):
     r, args, T = make_scene(size, faces, frames)
     st = r.settings
     H = W = size
     F = frames
-    run_ours(args, st, backward)  # compile / warm up
-    ours = best_of(lambda: run_ours(args, st, backward), repeat)
+    # best of `repeat` runs after a warm-up that compiles
+    ours = best_time(lambda: run_ours(args, st, backward), blocks=repeat)
     # reference on a band of rows of the first frame (all of it when it fits the budget)
     ref_args = [a[:1] if i in (0, 1, 2) else a for i, a in enumerate(args)]
     pairs_per_row = W * T

@@ -22,9 +22,7 @@ import cProfile
 import json
 import os
 import pstats
-import statistics
 import sys
-import time
 
 os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
 os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
@@ -35,6 +33,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from timing import median_time  # noqa: E402
 from torch_rigid_reference import from_system  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
@@ -81,15 +80,6 @@ def check_equal(sim, weights):
         scale = np.abs(theirs).max()
         assert np.abs(ours - theirs).max() <= 1e-7 * scale, (name, ours, theirs)
     return ref, params
-
-
-def median_time(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def run_case(name, sim, repeats, per_substep=True):

@@ -17,3 +17,34 @@ def interleaved_medians(fns: dict, repeats: int) -> dict:
             fn()
             times[k].append(time.perf_counter() - t)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def median_time(fn, repeats: int, warmup: bool = False) -> float:
+    """Median wall time of ``repeats`` calls of ``fn`` (after one untimed call if
+    ``warmup``)."""
+    if warmup:
+        fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def best_time(fn, calls: int = 1, blocks: int = 5, sync=None) -> float:
+    """Seconds per call of ``fn``: the best of ``blocks`` blocks of ``calls`` back-to-back
+    calls (robust to a noisy neighbour), after one warm-up call. ``sync`` (e.g.
+    ``ti.sync``) runs after the warm-up and after each block."""
+    fn()
+    if sync is not None:
+        sync()
+    best = float("inf")
+    for _ in range(blocks):
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        if sync is not None:
+            sync()
+        best = min(best, (time.perf_counter() - t) / calls)
+    return best
