@@ -145,6 +145,14 @@ class Bending:
         d4 = n1 * (a4 * inv1) + n2 * (b4 * inv2)
         return valid, e_len, e_hat, d1, d2, d3, d4, n1, n2, inv1, inv2, a3, b3, a4, b4
 
+    @ti.func
+    def _wing_adjoint(self, n, inv, c_wing, c_edge, c3, c4, a, b):
+        """Adjoint of one wing's term (n . C) / |n|^2 of sum_a c_a . d_a, n = a x b, with
+        C = c_wing: returns dL/da, dL/db (through the normal) and the weights of |e| and
+        of the wing's two edge projections (the scalars C is made of)."""
+        h = c_wing * inv - (2.0 * n.dot(c_wing) * inv * inv) * n
+        return b.cross(h), h.cross(a), n.dot(c_edge) * inv, n.dot(c3) * inv, n.dot(c4) * inv
+
     @ti.kernel
     def _forces(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):
         ti.loop_config(serialize=self.serial)
@@ -223,28 +231,18 @@ class Bending:
                 gx3 = w_theta * d3
                 gx4 = w_theta * d4
                 w_len = -G * bend
-                # (n1 . C1) / |n1|^2, n1 = (x3 - x1) x (x4 - x1)
-                c_1 = e_len * c1 + a3 * c3 + a4 * c4
-                h1 = c_1 * inv1 - (2.0 * n1.dot(c_1) * inv1 * inv1) * n1
-                p1 = (x4 - x1).cross(h1)
-                q1 = h1.cross(x3 - x1)
+                # wing 1: n1 = (x3 - x1) x (x4 - x1); wing 2: n2 = (x4 - x2) x (x3 - x2)
+                p1, q1, w_len1, w_a3, w_a4 = self._wing_adjoint(
+                    n1, inv1, e_len * c1 + a3 * c3 + a4 * c4, c1, c3, c4, x3 - x1, x4 - x1)
                 gx3 += p1
                 gx4 += q1
                 gx1 -= p1 + q1
-                w_len += n1.dot(c1) * inv1
-                w_a3 = n1.dot(c3) * inv1
-                w_a4 = n1.dot(c4) * inv1
-                # (n2 . C2) / |n2|^2, n2 = (x4 - x2) x (x3 - x2)
-                c_2 = e_len * c2 + b3 * c3 + b4 * c4
-                h2 = c_2 * inv2 - (2.0 * n2.dot(c_2) * inv2 * inv2) * n2
-                p2 = (x3 - x2).cross(h2)
-                q2 = h2.cross(x4 - x2)
+                p2, q2, w_len2, w_b3, w_b4 = self._wing_adjoint(
+                    n2, inv2, e_len * c2 + b3 * c3 + b4 * c4, c2, c3, c4, x4 - x2, x3 - x2)
                 gx4 += p2
                 gx3 += q2
                 gx2 -= p2 + q2
-                w_len += n2.dot(c2) * inv2
-                w_b3 = n2.dot(c3) * inv2
-                w_b4 = n2.dot(c4) * inv2
+                w_len += w_len1 + w_len2
                 # a3 = (x1 - x4) . e_hat, b3 = (x2 - x4) . e_hat, a4 = (x3 - x1) . e_hat,
                 # b4 = (x3 - x2) . e_hat: the positions directly, then e_hat (e = x4 - x3)
                 gx1 += (w_a3 - w_a4) * e_hat
