@@ -24,3 +24,15 @@ def runtime(request):
     if not current["initialized"] or current.get("precision") != want:
         gs.init(arch="cpu", precision=want)
     return gs.info()
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Torch on one thread for the test (restored after): for tiny tensors, torch's thread
+    pool only adds latency, badly so on a loaded 2-core machine."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -10,14 +10,8 @@ from gradsim_taichi.render import Camera, Mesh, SoftRasterizer
 f64 = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """These images are tiny: torch's thread pool only adds latency (badly so on a loaded
-    2-core machine). Restored after each test."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+# tiny images: torch's thread pool only adds latency (see conftest.one_torch_thread)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_look_at_projection_by_hand():
