@@ -37,6 +37,7 @@ import taichi as ti
 from gradsim_taichi import runtime
 from gradsim_taichi.params import Param, field_param
 from gradsim_taichi.solvers.custom_adjoint import WithAdjoint
+from gradsim_taichi.solvers.gather import SlotGather
 
 
 def smith_parameters(mu, lam):
@@ -117,25 +118,17 @@ class TetFEM:
         self.kd.from_numpy(np.asarray(damping, dtype=dtype))
         self.act = None
         self.frames = 0
-        # Atomic-free scatter in parallel: per-tet vertex values go to [T, 4] buffers, then
-        # each particle sums its slots (CSR: particle -> slots 4 t + k). Float atomics were
-        # the bottleneck on the CPU, and this order is deterministic (bitwise reproducible).
-        order = np.argsort(tets.ravel(), kind="stable")
-        counts = np.bincount(tets.ravel(), minlength=particles.n)
-        self._gather_ids = np.nonzero(counts)[0]
-        ptr = np.concatenate([[0], np.cumsum(counts[self._gather_ids])])
-        self.n_gather = len(self._gather_ids)
-        self.gather_ids = ti.field(ti.i32, self.n_gather)
-        self.gather_ptr = ti.field(ti.i32, self.n_gather + 1)
-        self.gather_slot = ti.field(ti.i32, 4 * self.count)
-        self.gather_ids.from_numpy(self._gather_ids.astype(np.int32))
-        self.gather_ptr.from_numpy(ptr.astype(np.int32))
-        self.gather_slot.from_numpy(order.astype(np.int32))
-        self.buf_a = ti.Vector.field(3, real, shape=(self.count, 4))
-        self.buf_b = ti.Vector.field(3, real, shape=(self.count, 4))
         # Short loops run serially on the CPU (see runtime.serial); then each tet adds
-        # straight into its particles and the buffers and the gather are not used.
+        # straight into its particles. In parallel (atomic-free): per-tet vertex values go
+        # to [T, 4] buffers, then each particle sums its slots 4 t + k (float atomics were
+        # the bottleneck on the CPU; this order is deterministic).
         self.serial = runtime.serial(self.count, ns_per_item=150.0)
+        if not self.serial:
+            gather = SlotGather(tets)
+            self.n_gather, self.gather_ids = gather.n, gather.ids
+            self.gather_ptr, self.gather_slot = gather.ptr, gather.slot
+            self.buf_a = ti.Vector.field(3, real, shape=(self.count, 4))
+            self.buf_b = ti.Vector.field(3, real, shape=(self.count, 4))
         self.apply_frame = WithAdjoint(self._forces, self._forces_adjoint)
 
     # ---- storage and parameters --------------------------------------------------------

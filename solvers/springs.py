@@ -6,6 +6,7 @@ import taichi as ti
 from gradsim_taichi import runtime
 from gradsim_taichi.params import Param, field_param
 from gradsim_taichi.solvers.custom_adjoint import WithAdjoint
+from gradsim_taichi.solvers.gather import SlotGather
 
 
 @ti.data_oriented
@@ -36,24 +37,6 @@ class Springs:
         self.ke.from_numpy(np.asarray(stiffness, dtype=runtime.np_dtype()))
         self.kd.from_numpy(np.asarray(damping, dtype=runtime.np_dtype()))
         self.rest.from_numpy(np.asarray(rest_length, dtype=runtime.np_dtype()))
-        # CSR over the particles that have springs: slot 2 s + k is end k of spring s
-        # (stable sort: each particle's slots in spring order).
-        flat = ends.ravel()
-        order = np.argsort(flat, kind="stable")
-        counts = np.bincount(flat, minlength=int(flat.max()) + 1 if len(flat) else 0)
-        ids = np.nonzero(counts)[0]
-        ptr = np.concatenate([[0], np.cumsum(counts[ids])])
-        self.n_gather = len(ids)
-        self.gather_ids = ti.field(ti.i32, self.n_gather)
-        self.gather_ptr = ti.field(ti.i32, self.n_gather + 1)
-        self.gather_slot = ti.field(ti.i32, 2 * self.count)
-        self.gather_ids.from_numpy(ids.astype(np.int32))
-        self.gather_ptr.from_numpy(ptr.astype(np.int32))
-        self.gather_slot.from_numpy(order.astype(np.int32))
-        # per spring: its force on end 0 (forward), or the adjoints of end 1's position
-        # and velocity (backward; end 0 gets the opposite)
-        self.buf_a = ti.Vector.field(3, real, shape=self.count)
-        self.buf_b = ti.Vector.field(3, real, shape=self.count)
         # length and 1 / length of every spring at every substep of the segment, from the
         # forward pass: the adjoint reads them instead of a square root and a division
         self.lengths = ti.Vector.field(2, real, shape=(1, self.count))
@@ -61,8 +44,16 @@ class Springs:
         # straight into the particles, in spring order, with no buffers.
         if runtime.serial(self.count):
             self.apply = WithAdjoint(self._scatter_forces, self._scatter_adjoint)
-        else:
-            self.apply = WithAdjoint(self._forces, self._forces_adjoint)
+            return
+        # Parallel: per spring, its force on end 0 (forward) or the adjoints of end 1's
+        # position and velocity (backward; end 0 gets the opposite), then each particle
+        # sums its slots 2 s + end.
+        gather = SlotGather(ends)
+        self.n_gather, self.gather_ids = gather.n, gather.ids
+        self.gather_ptr, self.gather_slot = gather.ptr, gather.slot
+        self.buf_a = ti.Vector.field(3, real, shape=self.count)
+        self.buf_b = ti.Vector.field(3, real, shape=self.count)
+        self.apply = WithAdjoint(self._forces, self._forces_adjoint)
 
     def allocate(self, rows: int, frames: int) -> None:
         self.lengths = ti.Vector.field(2, runtime.real(), shape=(rows, self.count))
