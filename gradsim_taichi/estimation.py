@@ -133,6 +133,7 @@ def estimate(
     save_every: int = 5,
     progress: bool = True,
     warmup: tuple | None = None,
+    coarse_iters: int | None = None,
 ) -> EstimationResult:
     """Estimate physical parameters of ``scene`` from ``target_frames``.
 
@@ -157,8 +158,14 @@ def estimate(
         out_dir: where to save ``state.pt`` every ``save_every`` iterations (for resume).
         resume: continue from ``out_dir/state.pt`` if it exists.
         progress: show a tqdm bar with the current loss.
-        warmup: ``(iterations, last_frame)``: fit frames up to ``last_frame`` first
-            (default: the scene's ``warmup``; ``(0, 0)`` for none).
+        warmup: ``(iterations, last_frame)``: fit frames up to ``last_frame`` first, or a
+            list of such stages run in order (growing horizons); then all frames.
+            Default: the scene's ``warmup``; ``(0, 0)`` for none.
+        coarse_iters: the first iterations move parameters that have a ``basis`` (e.g.
+            per-particle velocities: the affine fields) only within it, then every
+            element is free (default: the scene's ``coarse_iters``). A field that the
+            video barely constrains element by element (a stiff cloth absorbs in-plane
+            velocity differences within a few substeps) is found as a whole first.
     """
     names = list(params) if params else list(scene.default_params)
     iters = scene.iters if iters is None else iters
@@ -176,18 +183,25 @@ def estimate(
         raise ValueError(f"frame_stride must be a positive integer; got {frame_stride!r}")
     if supervision not in ("video", "3d"):
         raise ValueError(f"supervision must be 'video' or '3d'; got {supervision!r}")
+    coarse_iters = scene.coarse_iters if coarse_iters is None else coarse_iters
+    if int(coarse_iters) != coarse_iters or coarse_iters < 0:
+        raise ValueError(f"coarse_iters must be an integer >= 0; got {coarse_iters!r}")
     if optimizer not in KINDS:
         raise ValueError(f"optimizer must be one of {KINDS}; got {optimizer!r}")
     scene.ensure_built()
     target = check_target(scene, target_frames, supervision)
     all_ids = torch.arange(0, scene.frames + 1, frame_stride)
-    # Warm-up: the first iterations fit only the early frames (e.g. a body's flight
-    # before it tumbles on the ground, where the loss has a single minimum), then all.
-    warm_iters, warm_frames = scene.warmup if warmup is None else warmup
-    warm_ids = all_ids[all_ids <= warm_frames]
+    stages = _warmup_stages(scene.warmup if warmup is None else warmup)
+    stage_ends = np.cumsum([n for n, _ in stages]).tolist()
 
     def frames_at(iteration):
-        return warm_ids if iteration < warm_iters else all_ids
+        # Warm-up: the first iterations fit only the early frames (e.g. a body's flight
+        # before it tumbles on the ground, where the loss has a single minimum), then
+        # longer and longer horizons, then all frames.
+        for end, (_, last) in zip(stage_ends, stages):
+            if iteration < end:
+                return all_ids[all_ids <= last]
+        return all_ids
 
     loss_fn = _mse if loss == "mse" else loss
     if not callable(loss_fn):
@@ -223,6 +237,17 @@ def estimate(
         init = state["init"]
         seconds_before = state["seconds"]
         scale = state["loss_scale"]
+
+    # coarse stage: projectors onto each basis (orthonormal columns), anchored at the
+    # values the stage starts from
+    dtype = runtime.torch_dtype()
+    bases = {n: torch.as_tensor(scene.params[n].basis, dtype=dtype) for n in names
+             if scene.params[n].basis is not None and coarse_iters > 0}
+    anchor = {n: u[n].detach().clone() for n in bases}
+
+    def project(x, n):
+        q = bases[n]
+        return (q @ (q.T @ x.reshape(-1))).reshape(x.shape)
 
     def values():
         return {n: _from_param(scene.params[n], u[n]) for n in names}
@@ -261,7 +286,7 @@ def estimate(
     it = start_iter
     for it in bar:
         before = {n: u[n].detach().clone() for n in names}
-        if it == warm_iters and warm_iters > 0:
+        if (it in stage_ends or it == coarse_iters) and it > 0:
             opt.restart()  # a new objective: curvature memory of the old one misleads
             scale = None
 
@@ -276,9 +301,16 @@ def estimate(
                 scale = 1.0 / max(float(value.detach()), 1e-300)
             value = value * scale
             value.backward()
+            if it < coarse_iters:
+                for n in bases:
+                    u[n].grad = project(u[n].grad, n)
             return value
 
         value, finite = opt.step(closure)
+        if it < coarse_iters:
+            with torch.no_grad():  # exact for L-BFGS already; Adam's steps leave the span
+                for n in bases:
+                    u[n].copy_(anchor[n] + project(u[n] - anchor[n], n))
         if not finite:
             with torch.no_grad():
                 for n in names:
@@ -314,6 +346,20 @@ def estimate(
     if status != "done":
         raise EstimationError(status, result)
     return result
+
+
+def _warmup_stages(warmup) -> list:
+    """``(iters, last_frame)`` or a sequence of them -> list of stages with iters > 0."""
+    stages = [warmup] if len(warmup) == 2 and np.isscalar(warmup[0]) else list(warmup)
+    out = []
+    for stage in stages:
+        n, last = stage
+        if int(n) != n or n < 0 or int(last) != last or last < 0:
+            raise ValueError(f"warmup stages are (iterations >= 0, last frame >= 0); "
+                             f"got {stage!r}")
+        if n > 0:
+            out.append((int(n), int(last)))
+    return out
 
 
 def _mse(pred, target):

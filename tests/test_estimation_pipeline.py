@@ -144,3 +144,34 @@ def test_resume_from_a_corrupt_state_is_a_clear_error(scene, tmp_path):
     with pytest.raises(ValueError, match="cannot resume from .*state.pt"):
         estimate(scene, target, iters=2, supervision="3d", out_dir=tmp_path, resume=True,
                  progress=False)
+
+
+def test_warmup_stages_fit_growing_horizons(scene):
+    target = render_target(scene)
+    seen = []
+    estimate(scene, target, iters=5, lr=0.1, warmup=[(1, 2), (2, 4)], progress=False,
+             callback=lambda it, loss, values, rendered: seen.append(rendered.shape[0]))
+    assert seen == [3, 5, 5, 9, 9]  # frames 0..2, 0..4, then all 9
+    with pytest.raises(ValueError, match="warmup stages"):
+        estimate(scene, target, iters=2, warmup=[(1, -2)], progress=False)
+
+
+def test_coarse_iterations_stay_in_the_basis_then_go_free(scene):
+    target = render_target(scene, "3d")
+    init = np.array([0.2, 0.1, 0.2])
+    direction = np.ones(3) / np.sqrt(3)
+    scene.params["velocity"].basis = direction[:, None]
+    values = []
+    try:
+        estimate(scene, target, params=["velocity"], iters=8, lr=1.0, supervision="3d",
+                 optimizer="lbfgs", init={"velocity": init}, coarse_iters=4, progress=False,
+                 callback=lambda it, loss, v, r: values.append(v["velocity"].numpy().copy()))
+    finally:
+        scene.params["velocity"].basis = None
+    steps = [v - init for v in values]
+    off_span = [np.linalg.norm(s - direction * (s @ direction)) for s in steps]
+    assert max(off_span[:5]) < 1e-12  # the values the first 4 steps reach lie on the line
+    assert np.linalg.norm(steps[1]) > 1e-3  # ... and they moved along it
+    assert off_span[-1] > 0.1  # then the free steps leave it (the truth is off the line)
+    truth = scene.params["velocity"].true
+    assert np.abs(values[-1] - truth).max() < np.abs(values[4] - truth).max() / 10

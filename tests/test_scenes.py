@@ -34,6 +34,38 @@ def error(scene, values):
     return float(np.mean(errs))
 
 
+def test_affine_basis_and_ramp_colors():
+    from gradsim_taichi.scenes.base import affine_basis, ramp_colors
+
+    rng = np.random.default_rng(0)
+    x = rng.random((20, 3))
+    q = affine_basis(x)
+    assert q.shape == (60, 12)
+    np.testing.assert_allclose(q.T @ q, np.eye(12), atol=1e-12)
+    spin = 0.3 + np.cross([0.0, 2.0, 0.0], x - x.mean(axis=0))  # translation + rotation
+    np.testing.assert_allclose(q @ (q.T @ spin.ravel()), spin.ravel(), atol=1e-12)
+    wavy = np.sin(7 * x)
+    assert np.linalg.norm(q @ (q.T @ wavy.ravel()) - wavy.ravel()) > 0.1
+    x[:, 1] = 0.5  # a flat sheet: no fields varying with y
+    assert affine_basis(x).shape == (60, 9)
+    c = ramp_colors(x, (0.5, 0.5, 0.5), 0.2)
+    np.testing.assert_allclose(c[:, 1], 0.5)  # the flat axis adds nothing
+    np.testing.assert_allclose(c[:, [0, 2]].min(axis=0), 0.3)
+    np.testing.assert_allclose(c[:, [0, 2]].max(axis=0), 0.7)
+
+
+def test_beam_tip_push_has_the_stated_force_and_twist():
+    scene = make_scene("fem-beam", **SMALL)
+    scene.build()
+    force = scene.sim.get_param("external_force")[0]
+    x0 = scene.sim.get_param("initial_position")
+    tip = np.flatnonzero(np.abs(force).sum(axis=1))
+    np.testing.assert_allclose(force.sum(axis=0), scene.tip_force, atol=1e-9)
+    moment = np.cross(x0[tip] - x0[tip].mean(axis=0), force[tip]).sum(axis=0)
+    np.testing.assert_allclose(moment, [scene.tip_torque, 0.0, 0.0], atol=1e-9)
+    assert np.isclose(x0[tip, 0], x0[:, 0].max()).all()
+
+
 def test_all_presets_are_registered():
     assert set(SCENES) >= {"rigid-mass", "rigid-contact", "fem-beam", "fem-ball",
                            "cloth-velocity"}

@@ -28,6 +28,10 @@ class ParamSpec:
         true: ground truth (scalar or array of ``shape``).
         low, high: range that initial guesses are drawn from (uniform, per element).
         shape: shape of the learnable tensor (``()``: one value broadcast to all elements).
+        draw_shape: draw one initial guess of this shape and broadcast it to ``shape``.
+        basis: columns spanning a coarse subspace of the flattened (learned) parameter,
+            e.g. the affine velocity fields of a body: the scene's first ``coarse_iters``
+            iterations move the parameter only within it (coarse-to-fine).
         positive: learn ``log(value)`` so the value stays > 0 (masses, stiffnesses).
         doc: what it is, with units.
     """
@@ -40,6 +44,8 @@ class ParamSpec:
     positive: bool = True
     doc: str = ""
     draw_shape: tuple | None = None
+    basis: np.ndarray | None = None  # [elements, k]: the scene's coarse_iters learn only these
+
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """An initial guess drawn uniformly from ``[low, high]`` (log-uniform if positive
@@ -97,6 +103,7 @@ class Scene:
     lr: float = 0.05
     optimizer: str = "adam"
     warmup: tuple = (0, 0)  # (iterations, last frame) fitted first; see estimate()
+    coarse_iters: int = 0  # first iterations within each ParamSpec.basis; see estimate()
     summary = ""  # one line for the CLI help
 
     # ---- to implement in presets ------------------------------------------------------
@@ -173,6 +180,33 @@ class Scene:
         dtype = runtime.torch_dtype()
         return {n: torch.as_tensor(np.asarray(self.params[n].true, dtype=np.float64),
                                    dtype=dtype) for n in names}
+
+
+def ramp_colors(rest: np.ndarray, base, strength: float = 0.3) -> np.ndarray:
+    """Per-vertex albedo ``[V, 3]`` that varies smoothly over a body's rest shape: red with
+    x, green with y, blue with z around ``base`` (each axis normalised to the body's
+    extent; a flat axis adds nothing). A uniform colour hides a ball's rotation and a
+    cloth's in-plane motion; the ramp makes every material point's motion visible, as a
+    texture would, while staying smooth (no aliased edges in the loss)."""
+    rest = np.asarray(rest, dtype=np.float64)
+    lo, span = rest.min(axis=0), np.ptp(rest, axis=0)
+    t = np.where(span > 1e-9, (rest - lo) / np.maximum(span, 1e-9) - 0.5, 0.0)
+    return np.clip(np.asarray(base, dtype=np.float64) + 2 * strength * t, 0.05, 0.95)
+
+
+def affine_basis(rest: np.ndarray) -> np.ndarray:
+    """Orthonormal columns spanning the affine vector fields ``a + B x`` over the points
+    ``rest`` ``[N, 3]``, flattened like an ``[N, 3]`` array: translations, rotations,
+    stretches and shears (12 columns, fewer for flat or collinear points)."""
+    rest = np.asarray(rest, dtype=np.float64)
+    n = len(rest)
+    scalar = np.concatenate([np.ones((n, 1)), rest - rest.mean(axis=0)], axis=1)  # [N, 4]
+    cols = np.zeros((n, 3, 4, 3))  # column (k, d): component d equal to scalar k
+    for d in range(3):
+        cols[:, d, :, d] = scalar
+    cols = cols.reshape(3 * n, 12)
+    u, sv, _ = np.linalg.svd(cols, full_matrices=False)
+    return u[:, sv > 1e-9 * sv.max()]
 
 
 def ground_part(extent=(-3.0, 3.0, -3.0, 1.0), height: float = 0.0, wall_height: float = 3.0,
