@@ -290,7 +290,7 @@ def estimate(
             opt.restart()  # a new objective: curvature memory of the old one misleads
             scale = None
 
-        def closure():
+        def closure(coarse=it < coarse_iters):
             # The loss is divided by its first value: L-BFGS's curvature test uses an
             # absolute threshold (1e-10) that tiny pixel losses would never pass.
             nonlocal rendered, scale
@@ -301,7 +301,7 @@ def estimate(
                 scale = 1.0 / max(float(value.detach()), 1e-300)
             value = value * scale
             value.backward()
-            if it < coarse_iters:
+            if coarse:
                 for n in bases:
                     u[n].grad = project(u[n].grad, n)
             return value

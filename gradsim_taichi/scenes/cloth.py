@@ -7,7 +7,14 @@ import numpy as np
 from gradsim_taichi.builder import ModelBuilder
 from gradsim_taichi.render import Mesh
 from gradsim_taichi.scenes import register
-from gradsim_taichi.scenes.base import ParamSpec, RenderPart, Scene, affine_basis, ground_part, ramp_colors
+from gradsim_taichi.scenes.base import (
+    ParamSpec,
+    RenderPart,
+    Scene,
+    affine_basis,
+    ground_part,
+    ramp_colors,
+)
 
 
 def _cloth_params():
