@@ -29,6 +29,8 @@ class ParamSpec:
         low, high: range that initial guesses are drawn from (uniform, per element).
         shape: shape of the learnable tensor (``()``: one value broadcast to all elements).
         draw_shape: draw one initial guess of this shape and broadcast it to ``shape``.
+        draw_pattern: multiplies the (broadcast) draw, e.g. each particle's share of a
+            body's volume, so that the guess is a uniform density.
         basis: columns spanning a coarse subspace of the flattened (learned) parameter,
             e.g. the affine velocity fields of a body: the scene's first ``coarse_iters``
             iterations move the parameter only within it (coarse-to-fine).
@@ -44,19 +46,22 @@ class ParamSpec:
     positive: bool = True
     doc: str = ""
     draw_shape: tuple | None = None
-    basis: np.ndarray | None = None  # [elements, k]: the scene's coarse_iters learn only these
+    draw_pattern: np.ndarray | None = None
+    basis: np.ndarray | None = None
 
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """An initial guess drawn uniformly from ``[low, high]`` (log-uniform if positive
         and the range spans more than a factor of 10). With ``draw_shape`` one draw of
-        that shape is broadcast to ``shape`` (e.g. one velocity shared by all particles)."""
+        that shape is broadcast to ``shape`` (e.g. one velocity shared by all particles),
+        then multiplied by ``draw_pattern``."""
         shape = self.shape if self.draw_shape is None else self.draw_shape
         if self.positive and self.high / self.low > 10:
             value = np.exp(rng.uniform(np.log(self.low), np.log(self.high), shape))
         else:
             value = rng.uniform(self.low, self.high, shape)
-        return np.broadcast_to(value, self.shape).copy()
+        value = np.broadcast_to(value, self.shape).copy()
+        return value if self.draw_pattern is None else value * self.draw_pattern
 
 
 @dataclass
