@@ -16,8 +16,11 @@ finishes in about 17 minutes.
 
 import argparse
 import json
+import multiprocessing
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -65,25 +68,58 @@ def run_instance(name, overrides, truth_rng, seed, supervision, iters=None):
                 seconds=time.perf_counter() - t0, iterations=result.iterations)
 
 
-def tables(instances, seed, supervisions, quick):
+def _tasks(instances, seed, supervisions, quick):
+    """Every estimation as (table, run_instance arguments), truth seeds drawn in order."""
     rng = np.random.default_rng(seed)
     small = dict(width=48, height=48, frames=20) if quick else {}
-    runs = []
+    short = None if not quick else 8
+    tasks = []
     for k in range(instances):
         for sup in supervisions:
             s = seed + k
             shape = SHAPES[k % len(SHAPES)]
-            runs.append(("table1", run_instance("rigid-mass", dict(shape=shape, **small),
-                                                np.random.default_rng(rng.integers(1 << 31)),
-                                                s, sup)))
-            runs.append(("table2", run_instance("rigid-contact", dict(shape=shape, **small),
-                                                np.random.default_rng(rng.integers(1 << 31)),
-                                                s, sup, iters=None if not quick else 8)))
-            for name in ("fem-beam", "fem-ball", "cloth-velocity"):
-                runs.append(("table3", run_instance(name, dict(small),
-                                                    np.random.default_rng(rng.integers(1 << 31)),
-                                                    s, sup, iters=None if not quick else 8)))
+            for table, name, iters in (("table1", "rigid-mass", None),
+                                       ("table2", "rigid-contact", short),
+                                       ("table3", "fem-beam", short),
+                                       ("table3", "fem-ball", short),
+                                       ("table3", "cloth-velocity", short)):
+                overrides = dict(small, shape=shape) if name.startswith("rigid") else small
+                tasks.append((table, (name, overrides, int(rng.integers(1 << 31)), s, sup,
+                                      iters)))
+    return tasks
+
+
+def _worker_init(threads):
+    gs.init(arch="auto", precision="f64", threads=threads)
+
+
+def _run(task):
+    table, (name, overrides, truth_seed, s, sup, iters) = task
+    return table, run_instance(name, overrides, np.random.default_rng(truth_seed), s, sup,
+                               iters)
+
+
+def tables(instances, seed, supervisions, quick, jobs=1, threads=None):
+    """Run every estimation, ``jobs`` at a time in worker processes (each with ``threads``
+    CPU threads; the small scenes run their kernels serially, so one process keeps about
+    one core busy)."""
+    tasks = _tasks(instances, seed, supervisions, quick)
+    if jobs == 1:
+        _worker_init(threads)
+        results = map(_run, tasks)
+    else:
+        ctx = multiprocessing.get_context("spawn")  # Taichi does not survive fork
+        pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init,
+                                   initargs=(threads or 1,))
+        results = pool.map(_run, tasks)
+    runs = []
+    for table, run in results:
+        runs.append((table, run))
+        if len(runs) % 5 == 0:
+            k, sup = (len(runs) // 5 - 1) // len(supervisions), run["supervision"]
             print(f"instance {k + 1}/{instances} ({sup}) done", file=sys.stderr, flush=True)
+    if jobs != 1:
+        pool.shutdown()
     return runs
 
 
@@ -141,21 +177,29 @@ def main(argv=None):
     p.add_argument("--supervision", choices=["video", "3d", "both"], default="both")
     p.add_argument("--quick", action="store_true", help="smaller images, fewer frames")
     p.add_argument("--json", default=None, help="write the numbers here")
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                   help="estimations run at once, in worker processes (default: 2 or "
+                        "the number of cores if fewer)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads per estimation (default: all with --jobs 1, else 1)")
     args = p.parse_args(argv)
     if args.instances < 1:
         p.error("--instances must be >= 1")
-    gs.init(arch="auto", precision="f64", threads=args.threads)
+    if args.jobs < 1:
+        p.error("--jobs must be >= 1")
     sups = ["video", "3d"] if args.supervision == "both" else [args.supervision]
     t0 = time.perf_counter()
-    runs = tables(args.instances, args.seed, sups, args.quick)
+    runs = tables(args.instances, args.seed, sups, args.quick, args.jobs, args.threads)
+    if args.jobs != 1:
+        _worker_init(1)  # for gs.info(): the workers' settings
+    info = gs.info()
     summary = summarise(runs)
     print_tables(summary)
     print(f"\n{len(runs)} estimations in {time.perf_counter() - t0:.0f} s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"summary": summary, "paper": PAPER, "runs": [r for _, r in runs],
-                       "settings": vars(args), "runtime": gs.info()}, f, indent=2)
+                       "settings": vars(args), "runtime": info}, f, indent=2)
 
 
 if __name__ == "__main__":
