@@ -26,7 +26,8 @@ class ParamSpec:
     Attributes:
         sim_name: the engine parameter it drives (``body_mass``, ``tet_mu``, ...).
         true: ground truth (scalar or array of ``shape``).
-        low, high: range that initial guesses are drawn from (uniform, per element).
+        low, high: range that initial guesses are drawn from (uniform, per element; in
+            units of ``draw_pattern`` when there is one).
         shape: shape of the learnable tensor (``()``: one value broadcast to all elements).
         draw_shape: draw one initial guess of this shape and broadcast it to ``shape``.
         draw_pattern: multiplies the (broadcast) draw, e.g. each particle's share of a
@@ -48,7 +49,6 @@ class ParamSpec:
     draw_shape: tuple | None = None
     draw_pattern: np.ndarray | None = None
     basis: np.ndarray | None = None
-
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """An initial guess drawn uniformly from ``[low, high]`` (log-uniform if positive
