@@ -107,20 +107,20 @@ def tables(instances, seed, supervisions, quick, jobs=1, threads=None):
     tasks = _tasks(instances, seed, supervisions, quick)
     if jobs == 1:
         _worker_init(threads)
-        results = map(_run, tasks)
-    else:
-        ctx = multiprocessing.get_context("spawn")  # Taichi does not survive fork
-        pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init,
-                                   initargs=(threads or 1,))
-        results = pool.map(_run, tasks)
+        return _collect(map(_run, tasks), instances, supervisions)
+    ctx = multiprocessing.get_context("spawn")  # Taichi does not survive fork
+    with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init,
+                             initargs=(threads or 1,)) as pool:
+        return _collect(pool.map(_run, tasks), instances, supervisions)
+
+
+def _collect(results, instances, supervisions) -> list:
     runs = []
     for table, run in results:
         runs.append((table, run))
         if len(runs) % 5 == 0:
             k, sup = (len(runs) // 5 - 1) // len(supervisions), run["supervision"]
             print(f"instance {k + 1}/{instances} ({sup}) done", file=sys.stderr, flush=True)
-    if jobs != 1:
-        pool.shutdown()
     return runs
 
 
