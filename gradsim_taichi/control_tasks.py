@@ -32,7 +32,7 @@ from torch import nn
 from gradsim_taichi import runtime
 from gradsim_taichi.builder import ModelBuilder
 from gradsim_taichi.render import Mesh
-from gradsim_taichi.scenes.base import RenderPart, Scene, ground_part
+from gradsim_taichi.scenes.base import RenderPart, Scene, ground_part, soft_parts
 
 TASKS: dict = {}
 
@@ -255,14 +255,6 @@ class ControlTask(Scene):
         return distance < self.reach_fraction * self.start_distance
 
 
-def _soft_parts(model, color) -> list[RenderPart]:
-    parts = []
-    for offset, tris in model.soft_surfaces:
-        ids = offset + np.arange(tris.max() + 1)
-        parts.append(RenderPart(Mesh(tris, color=color), output="particles", vertex_ids=ids))
-    return parts
-
-
 class _TetActuated:
     """Shared by the gear and the walker: the actions are activations of *actuators*,
     each a prism column of the extruded mesh (the tets stacked along z over one triangle
@@ -351,7 +343,7 @@ class GearTask(_TetActuated, ControlTask):
         return b
 
     def render_parts(self, model):
-        return _soft_parts(model, (0.85, 0.45, 0.2)) + [ground_part()]
+        return soft_parts(model, (0.85, 0.45, 0.2)) + [ground_part()]
 
 
 @register_task
@@ -394,7 +386,7 @@ class WalkerTask(_TetActuated, ControlTask):
         return b
 
     def render_parts(self, model):
-        return _soft_parts(model, (0.3, 0.55, 0.85)) + [ground_part()]
+        return soft_parts(model, (0.3, 0.55, 0.85)) + [ground_part()]
 
 
 @register_task

@@ -199,6 +199,18 @@ def ramp_colors(rest: np.ndarray, base, strength: float = 0.3) -> np.ndarray:
     return np.clip(np.asarray(base, dtype=np.float64) + 2 * strength * t, 0.05, 0.95)
 
 
+def soft_parts(model, color, rest=None, ramp=0.0) -> list[RenderPart]:
+    """The boundary surface of every soft mesh of the model, drawn from the particles;
+    with ``rest`` positions and ``ramp`` > 0 coloured by :func:`ramp_colors`."""
+    parts = []
+    for offset, tris in model.soft_surfaces:
+        ids = offset + np.arange(tris.max() + 1)
+        look = (dict(vertex_colors=ramp_colors(rest[ids], color, ramp)) if ramp > 0
+                else dict(color=color))
+        parts.append(RenderPart(Mesh(tris, **look), output="particles", vertex_ids=ids))
+    return parts
+
+
 def affine_basis(rest: np.ndarray) -> np.ndarray:
     """Orthonormal columns spanning the affine vector fields ``a + B x`` over the points
     ``rest`` ``[N, 3]``, flattened like an ``[N, 3]`` array: translations, rotations,

@@ -5,9 +5,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradsim_taichi.builder import ModelBuilder
-from gradsim_taichi.render import Mesh
 from gradsim_taichi.scenes import register
-from gradsim_taichi.scenes.base import ParamSpec, RenderPart, Scene, ground_part, ramp_colors
+from gradsim_taichi.scenes.base import ParamSpec, Scene, ground_part, soft_parts
 
 
 def lame(young: float, poisson: float) -> tuple[float, float]:
@@ -15,18 +14,6 @@ def lame(young: float, poisson: float) -> tuple[float, float]:
     mu = young / (2 * (1 + poisson))
     lam = young * poisson / ((1 + poisson) * (1 - 2 * poisson))
     return mu, lam
-
-
-def soft_parts(model, color, rest=None, ramp=0.0) -> list[RenderPart]:
-    """The boundary surface of every soft mesh of the model, drawn from the particles;
-    with ``rest`` positions and ``ramp`` > 0 coloured by :func:`ramp_colors`."""
-    parts = []
-    for offset, tris in model.soft_surfaces:
-        ids = offset + np.arange(tris.max() + 1)
-        look = (dict(vertex_colors=ramp_colors(rest[ids], color, ramp)) if ramp > 0
-                else dict(color=color))
-        parts.append(RenderPart(Mesh(tris, **look), output="particles", vertex_ids=ids))
-    return parts
 
 
 BEAM_MU, BEAM_LAM = lame(1e6, 0.3)
