@@ -353,6 +353,8 @@ def _warmup_stages(warmup) -> list:
     stages = [warmup] if len(warmup) == 2 and np.isscalar(warmup[0]) else list(warmup)
     out = []
     for stage in stages:
+        if len(stage) != 2:
+            raise ValueError(f"warmup stages are (iterations, last frame) pairs; got {stage!r}")
         n, last = stage
         if int(n) != n or n < 0 or int(last) != last or last < 0:
             raise ValueError(f"warmup stages are (iterations >= 0, last frame >= 0); "

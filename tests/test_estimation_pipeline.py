@@ -152,8 +152,9 @@ def test_warmup_stages_fit_growing_horizons(scene):
     estimate(scene, target, iters=5, lr=0.1, warmup=[(1, 2), (2, 4)], progress=False,
              callback=lambda it, loss, values, rendered: seen.append(rendered.shape[0]))
     assert seen == [3, 5, 5, 9, 9]  # frames 0..2, 0..4, then all 9
-    with pytest.raises(ValueError, match="warmup stages"):
-        estimate(scene, target, iters=2, warmup=[(1, -2)], progress=False)
+    for bad in ([(1, -2)], [(1, 2, 3)]):
+        with pytest.raises(ValueError, match="warmup stages"):
+            estimate(scene, target, iters=2, warmup=bad, progress=False)
 
 
 def test_coarse_iterations_stay_in_the_basis_then_go_free(scene):

@@ -77,6 +77,13 @@ def test_every_pixel_sees_a_surface(name):
     assert float(render_target(scene)[..., 3].min()) > 0.5
 
 
+def test_a_stage_reaching_past_the_camera_is_an_error():
+    # a level camera at z = 1 over the ground whose near edge is z = 1: its faces vanish
+    scene = make_scene("rigid-mass", camera_eye=(0.0, 0.3, 1.0), **SMALL)
+    with pytest.raises(ValueError, match="render part 1 has fixed vertices closer"):
+        scene.build()
+
+
 def test_all_presets_are_registered():
     assert set(SCENES) >= {"rigid-mass", "rigid-contact", "fem-beam", "fem-ball",
                            "cloth-velocity"}

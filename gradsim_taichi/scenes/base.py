@@ -137,6 +137,17 @@ class Scene:
         self.camera = Camera.look_at(self.camera_eye, self.camera_target,
                                      fov_y_deg=self.fov_y_deg, width=self.width,
                                      height=self.height, near=self.near, far=self.far)
+        for k, part in enumerate(self.parts):
+            # the rasterizer drops faces that cross the near plane; a stage that reaches
+            # past the camera would silently leave pixels with no surface
+            if part.static_vertices is not None:
+                _, depth = self.camera.project(part.static_vertices)
+                if (depth <= self.near).any():
+                    raise ValueError(
+                        f"scene '{self.name}': render part {k} has fixed vertices closer "
+                        f"than the near plane ({self.near}) or behind the camera; faces "
+                        "crossing it are not drawn. Keep the stage in front of the camera "
+                        "(e.g. ground_part(extent=...) with z1 short of it)")
         self.renderer = SoftRasterizer(self.camera, [p.mesh for p in self.parts],
                                        sigma=self.sigma, gamma=self.gamma,
                                        threshold=self.threshold,
