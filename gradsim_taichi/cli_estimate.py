@@ -9,6 +9,7 @@ from pathlib import Path
 
 
 def add_estimate_parser(sub, runtime_args) -> None:
+    from gradsim_taichi.optimisers import KINDS
     from gradsim_taichi.scenes import SCENES
 
     p = sub.add_parser(
@@ -25,7 +26,7 @@ def add_estimate_parser(sub, runtime_args) -> None:
                         "from the scene's ground truth")
     p.add_argument("--iters", type=int, default=None, help="iterations (default: scene's)")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: scene's)")
-    p.add_argument("--optimizer", choices=["adam", "lbfgs"], default=None)
+    p.add_argument("--optimizer", choices=KINDS, default=None)
     p.add_argument("--frame-stride", type=int, default=1)
     p.add_argument("--seed", type=int, default=0, help="draws the initial guess")
     p.add_argument("--supervision", choices=["video", "3d"], default="video")

@@ -144,9 +144,13 @@ def estimate(
         params: names of the parameters to estimate (default: the scene's).
         iters: optimisation steps (> 0); default: the scene's.
         lr: learning rate (> 0) of the optimiser, on log-values for positive parameters;
-            default: the scene's.
-        optimizer: ``"adam"`` (learning rate decays 100x over the run), ``"lbfgs"``, or
-            ``"adam+lbfgs"`` (Adam for 60% of the iterations, then L-BFGS polishing).
+            for ``"lm"`` the largest change of any value in one step. Default: the
+            scene's.
+        optimizer: ``"adam"`` (learning rate decays 100x over the run), ``"lbfgs"``,
+            ``"adam+lbfgs"`` (Adam for 60% of the iterations, then L-BFGS polishing), or
+            ``"lm"`` (Levenberg-Marquardt with a finite-difference Jacobian: for at most
+            32 unknowns and the MSE loss; each iteration runs two simulations per
+            unknown, without back-propagation).
         frame_stride: compare every k-th frame (rendering fewer frames is cheaper).
         loss: ``"mse"`` or a callable ``loss(rendered, target) -> scalar tensor``.
         supervision: ``"video"`` (pixels) or ``"3d"`` (positions: DiffPhysics baseline).
@@ -188,6 +192,9 @@ def estimate(
         raise ValueError(f"coarse_iters must be an integer >= 0; got {coarse_iters!r}")
     if optimizer not in KINDS:
         raise ValueError(f"optimizer must be one of {KINDS}; got {optimizer!r}")
+    if optimizer == "lm" and loss != "mse":
+        raise ValueError("optimizer 'lm' fits the residuals of the MSE; it cannot use a "
+                         "custom loss")
     scene.ensure_built()
     target = check_target(scene, target_frames, supervision)
     all_ids = torch.arange(0, scene.frames + 1, frame_stride)
@@ -244,6 +251,9 @@ def estimate(
     bases = {n: torch.as_tensor(scene.params[n].basis, dtype=dtype) for n in names
              if scene.params[n].basis is not None and coarse_iters > 0}
     anchor = {n: u[n].detach().clone() for n in bases}
+    if bases and optimizer == "lm":
+        raise ValueError(f"coarse_iters with optimizer 'lm': {', '.join(bases)} would need "
+                         "a coarse stage; use coarse_iters=0 or another optimizer")
 
     def project(x, n):
         q = bases[n]
@@ -257,32 +267,52 @@ def estimate(
         return any(not torch.isfinite(v).all() or (scene.params[n].positive and (v <= 0).any())
                    for n, v in vals.items())
 
-    def objective():
-        frame_ids = frames_at(it)
+    def predict(frame_ids):
+        """Frames (or tracked positions) at the current values; None where the values
+        are out of range or the explicit integrator blew up at them."""
         vals = values()
         out = None if out_of_domain(vals) else scene.simulate(vals)
         if out is None or not all(torch.isfinite(x).all() for x in out.values()):
-            # The trial values are out of range, or the explicit integrator blew up at
-            # them (a trial step went too far, e.g. too stiff for the substep): a large
-            # loss with zero gradient sends a line search back; it is not the NaN stop,
-            # which is for the current point.
+            return None
+        if supervision == "3d":
+            return scene.tracked_positions(out)[frame_ids]
+        pred = scene.render(out, frame_ids)
+        return pred[..., :3] if target.shape[-1] == 3 else pred
+
+    def objective():
+        frame_ids = frames_at(it)
+        pred = predict(frame_ids)
+        if pred is None:
+            # A trial step went too far (out of range, or too stiff for the substep): a
+            # large loss with zero gradient sends a line search back; it is not the NaN
+            # stop, which is for the current point.
             penalty = 1e6 / scale if scale is not None else 1e6
             # (zero gradient through the optimised tensors, which stay finite: exp() of
             # them may not be)
             return sum(t.sum() for t in u.values()) * 0.0 + penalty, None
-        if supervision == "3d":
-            pred = scene.tracked_positions(out)[frame_ids]
-        else:
-            pred = scene.render(out, frame_ids)
-            if target.shape[-1] == 3:
-                pred = pred[..., :3]
         return loss_fn(pred, target[frame_ids]), pred
+
+    def residual():
+        # Levenberg-Marquardt: residuals scaled like the loss (their mean square is the
+        # normalised MSE); the first call of a step is at the current values
+        nonlocal rendered, scale, fresh
+        frame_ids = frames_at(it)
+        with torch.no_grad():
+            pred = predict(frame_ids)
+        if pred is None:
+            return None
+        r = (pred - target[frame_ids]).reshape(-1)
+        if scale is None:
+            scale = 1.0 / max(float((r * r).mean()), 1e-300)
+        if fresh:
+            rendered, fresh = pred, False
+        return r * math.sqrt(scale)
 
     t0 = time.perf_counter()
     status = "done"
     bar = tqdm(range(start_iter, iters), desc=f"estimate {scene.name}", disable=not progress,
                initial=start_iter, total=iters)
-    rendered = None
+    rendered, fresh = None, True
     it = start_iter
     for it in bar:
         before = {n: u[n].detach().clone() for n in names}
@@ -306,7 +336,8 @@ def estimate(
                     u[n].grad = project(u[n].grad, n)
             return value
 
-        value, finite = opt.step(closure)
+        fresh = True
+        value, finite = opt.step(residual if optimizer == "lm" else closure)
         if it < coarse_iters:
             with torch.no_grad():  # exact for L-BFGS already; Adam's steps leave the span
                 for n in bases:

@@ -1,13 +1,21 @@
-"""Optimisers for estimation: Adam, L-BFGS, and Adam followed by L-BFGS.
+"""Optimisers for estimation: Adam, L-BFGS, Adam followed by L-BFGS, and
+Levenberg-Marquardt.
 
 Adam is robust far from the answer but settles only to about its learning rate; L-BFGS
 converges superlinearly once the loss is locally quadratic but can stall far away.
 ``"adam+lbfgs"`` runs Adam for the first part of the budget and polishes with L-BFGS.
+``"lm"`` (Levenberg-Marquardt) is for a handful of scalar unknowns fitted by the pixel or
+position MSE: it uses the residuals themselves, not just their gradient, so a valley that
+is narrow in one direction and long in another (contact stiffness against friction) is
+crossed in a few steps instead of hundreds of L-BFGS iterations.
 """
 
 import torch
 
-KINDS = ("adam", "lbfgs", "adam+lbfgs")
+KINDS = ("adam", "lbfgs", "adam+lbfgs", "lm")
+# Levenberg-Marquardt builds a dense Jacobian by finite differences: two simulations per
+# unknown and iteration, so it is for few unknowns.
+LM_MAX_UNKNOWNS = 32
 
 
 class Optimiser:
@@ -19,6 +27,7 @@ class Optimiser:
         if kind not in KINDS:
             raise ValueError(f"optimizer must be one of {KINDS}; got {kind!r}")
         self.kind, self.tensors, self.lr, self.iters = kind, tensors, lr, iters
+        self.lm = LevenbergMarquardt(tensors, max_step=lr) if kind == "lm" else None
         self.adam_iters = {"adam": iters, "lbfgs": 0}.get(kind, int(round(adam_fraction * iters)))
         self.adam = torch.optim.Adam(tensors, lr=lr)
         # decay 100x over Adam's part of the run so it settles
@@ -41,9 +50,19 @@ class Optimiser:
         """Forget L-BFGS's curvature memory and the best loss (the objective changed)."""
         self.lbfgs = self._new_lbfgs()
         self.best = float("inf")
+        if self.lm is not None:
+            self.lm.restart()
 
     def step(self, closure):
-        """One iteration; returns (loss before the step, whether it was finite)."""
+        """One iteration; returns (loss before the step, whether it was finite). For
+        ``"lm"``, ``closure()`` returns the residual vector instead (see
+        :class:`LevenbergMarquardt`)."""
+        if self.lm is not None:
+            value = self.lm.step(closure)
+            finite = bool(torch.isfinite(value))
+            if finite:
+                self.done += 1
+            return value, finite
         if self.done < self.adam_iters:
             value = closure().detach()
             finite = _finite(value, self.tensors)
@@ -62,13 +81,107 @@ class Optimiser:
 
     def state_dict(self) -> dict:
         return {"adam": self.adam.state_dict(), "sched": self.sched.state_dict(),
-                "lbfgs": self.lbfgs.state_dict(), "done": self.done, "best": self.best}
+                "lbfgs": self.lbfgs.state_dict(), "done": self.done, "best": self.best,
+                "lm_damping": None if self.lm is None else self.lm.damping}
 
     def load_state_dict(self, state: dict) -> None:
         self.adam.load_state_dict(state["adam"])
         self.sched.load_state_dict(state["sched"])
         self.lbfgs.load_state_dict(state["lbfgs"])
         self.done, self.best = state["done"], state["best"]
+        if self.lm is not None and state.get("lm_damping") is not None:
+            self.lm.damping = state["lm_damping"]
+
+
+class LevenbergMarquardt:
+    """Levenberg-Marquardt on ``loss = mean(r^2)`` over the elements of ``tensors``.
+
+    ``step(residual)``: ``residual()`` evaluates the model at the tensors' current values
+    and returns the residual vector ``r`` (predicted minus target), or None where the
+    model is undefined or blew up. The Jacobian is built column by column from central
+    finite differences (forward simulations only; a step of ``eps ** (1/3)`` of the
+    floating-point type, the optimum for central differences), then
+    ``(J^T J + lambda D) d = -J^T r`` is solved with ``D`` the diagonal of ``J^T J`` plus a
+    small floor (a direction the data do not see yet gets no step, rather than an
+    arbitrary one). A step that lowers the loss is taken and ``lambda`` shrinks; otherwise
+    ``lambda`` grows and the step is solved again (at most ``max_trials`` times; then the
+    iteration leaves the values unchanged). No element moves more than ``max_step`` per
+    step (on log-values for positive parameters: 0.5 is a factor of 1.65).
+    """
+
+    def __init__(self, tensors: list, max_step: float = 0.5, max_trials: int = 8,
+                 damping: float = 1e-3):
+        self.tensors, self.max_step, self.max_trials = tensors, max_step, max_trials
+        self.initial_damping = damping
+        self.damping = damping
+        n = sum(t.numel() for t in tensors)
+        if n > LM_MAX_UNKNOWNS:
+            raise ValueError(f"optimizer 'lm' takes at most {LM_MAX_UNKNOWNS} unknowns (two "
+                             f"simulations each per iteration); these parameters have {n}")
+
+    def restart(self) -> None:
+        self.damping = self.initial_damping
+
+    def _get(self) -> torch.Tensor:
+        return torch.cat([t.detach().reshape(-1) for t in self.tensors])
+
+    def _set(self, x: torch.Tensor) -> None:
+        with torch.no_grad():
+            i = 0
+            for t in self.tensors:
+                t.copy_(x[i: i + t.numel()].reshape(t.shape))
+                i += t.numel()
+
+    def _eval(self, residual, x):
+        self._set(x)
+        r = residual()
+        if r is None:
+            return None
+        r = r.detach().reshape(-1).to(torch.float64)
+        return r if bool(torch.isfinite(r).all()) else None
+
+    def jacobian(self, residual, x: torch.Tensor, r0: torch.Tensor) -> torch.Tensor:
+        """Central-difference Jacobian ``[len(r), len(x)]`` at ``x`` (one-sided where one
+        side is undefined, zero where both are)."""
+        h0 = torch.finfo(x.dtype).eps ** (1.0 / 3.0)
+        cols = []
+        for j in range(len(x)):
+            h = h0 * max(1.0, abs(float(x[j])))
+            e = torch.zeros_like(x)
+            e[j] = h
+            plus, minus = self._eval(residual, x + e), self._eval(residual, x - e)
+            if plus is not None and minus is not None:
+                cols.append((plus - minus) / (2 * h))
+            elif plus is not None or minus is not None:
+                cols.append((plus - r0) / h if plus is not None else (r0 - minus) / h)
+            else:
+                cols.append(torch.zeros_like(r0))
+        self._set(x)
+        return torch.stack(cols, 1)
+
+    def step(self, residual) -> torch.Tensor:
+        """One iteration; returns the loss before it (NaN if the model is undefined at
+        the current values, which are then left as they were)."""
+        x = self._get()
+        r = self._eval(residual, x)
+        if r is None:
+            self._set(x)
+            return torch.tensor(float("nan"), dtype=torch.float64)
+        loss = (r * r).mean()
+        jac = self.jacobian(residual, x, r)
+        a = jac.T @ jac
+        g = jac.T @ r
+        diag = torch.diagonal(a) + 1e-4 * torch.diagonal(a).max() + 1e-300
+        for _ in range(self.max_trials):
+            d = torch.linalg.solve(a + self.damping * torch.diag(diag), -g)
+            d = d * min(1.0, self.max_step / max(float(d.abs().max()), 1e-300))
+            trial = self._eval(residual, x + d.to(x.dtype))
+            if trial is not None and float((trial * trial).mean()) < float(loss):
+                self.damping = max(self.damping / 3.0, 1e-12)
+                return loss
+            self.damping = min(self.damping * 4.0, 1e12)
+        self._set(x)
+        return loss
 
 
 def _finite(value, tensors) -> bool:

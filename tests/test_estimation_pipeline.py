@@ -47,10 +47,11 @@ def test_video_supervision_lowers_loss_and_error(scene):
     assert r.errors()["velocity"]["abs_err"] < err0
 
 
-def test_resume_reaches_the_same_estimate(scene, tmp_path):
+@pytest.mark.parametrize("optimizer", [None, "lm"])
+def test_resume_reaches_the_same_estimate(scene, tmp_path, optimizer):
     target = render_target(scene, "3d")
     kw = dict(params=["velocity", "mass"], iters=6, lr=0.1, supervision="3d", seed=3,
-              progress=False, save_every=1)
+              progress=False, save_every=1, optimizer=optimizer)
     full = estimate(scene, target, out_dir=tmp_path / "full", **kw)
 
     def interrupt(it, *_):
@@ -65,6 +66,15 @@ def test_resume_reaches_the_same_estimate(scene, tmp_path):
         np.testing.assert_allclose(resumed.params[n], full.params[n], rtol=1e-9)
     np.testing.assert_allclose([h["loss"] for h in resumed.history],
                                [h["loss"] for h in full.history], rtol=1e-9)
+
+
+def test_levenberg_marquardt_recovers_velocity_from_video(scene):
+    target = render_target(scene)
+    init = {"velocity": np.array([0.6, 0.3, -0.3])}
+    r = estimate(scene, target, params=["velocity"], iters=12, lr=0.5, optimizer="lm",
+                 init=init, progress=False)
+    assert r.errors()["velocity"]["abs_err"] < 1e-10  # quadratic convergence at the end
+    assert r.history[-1]["loss"] < 1e-12 * r.history[0]["loss"]
 
 
 def test_nan_loss_stops_with_last_good_state(scene):
@@ -106,6 +116,9 @@ def test_bad_arguments_are_named(scene):
         estimate(scene, target, iters=0, progress=False)
     with pytest.raises(ValueError, match="lr must be a positive number"):
         estimate(scene, target, lr=-1.0, progress=False)
+    with pytest.raises(ValueError, match="'lm' fits the residuals of the MSE"):
+        estimate(scene, target, optimizer="lm", loss=lambda a, b: (a - b).abs().mean(),
+                 progress=False)
     with pytest.raises(ValueError, match="has 5 frames; scene 'spring-sheet' renders 9"):
         check_target(scene, target[:5], "video")
     with pytest.raises(ValueError, match="16x32 pixels"):
@@ -173,6 +186,13 @@ def test_coarse_iterations_stay_in_the_basis_then_go_free(scene):
     off_span = [np.linalg.norm(s - direction * (s @ direction)) for s in steps]
     assert max(off_span[:5]) < 1e-12  # the values the first 4 steps reach lie on the line
     assert np.linalg.norm(steps[1]) > 1e-3  # ... and they moved along it
+    scene.params["velocity"].basis = direction[:, None]
+    try:
+        with pytest.raises(ValueError, match="coarse_iters with optimizer 'lm'"):
+            estimate(scene, target, params=["velocity"], iters=2, supervision="3d",
+                     optimizer="lm", coarse_iters=1, progress=False)
+    finally:
+        scene.params["velocity"].basis = None
     assert off_span[-1] > 0.1  # then the free steps leave it (the truth is off the line)
     truth = scene.params["velocity"].true
     assert np.abs(values[-1] - truth).max() < np.abs(values[4] - truth).max() / 10

@@ -1,0 +1,66 @@
+"""Levenberg-Marquardt (optimisers.LevenbergMarquardt) on problems with known answers."""
+
+import numpy as np
+import pytest
+import torch
+
+from gradsim_taichi.optimisers import LevenbergMarquardt, Optimiser
+
+T = torch.linspace(0.0, 2.0, 40, dtype=torch.float64)
+TRUE = torch.tensor([1.5, -0.7, 0.3], dtype=torch.float64)
+
+
+def model(p):
+    return p[0] * torch.exp(p[1] * T) + p[2]
+
+
+def residual_of(p):
+    return lambda: model(p.detach()) - model(TRUE)
+
+
+def test_lm_jacobian_matches_the_analytic_one():
+    p = torch.tensor([0.9, -0.2, 0.1], dtype=torch.float64, requires_grad=True)
+    lm = LevenbergMarquardt([p])
+    jac = lm.jacobian(residual_of(p), p.detach().clone(), residual_of(p)())
+    a, b = 0.9, -0.2
+    exact = torch.stack([torch.exp(b * T), a * T * torch.exp(b * T), torch.ones_like(T)], 1)
+    np.testing.assert_allclose(jac.numpy(), exact.numpy(), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(p.detach().numpy(), [0.9, -0.2, 0.1])  # values restored
+
+
+def test_lm_fits_a_nonlinear_least_squares_problem_to_machine_precision():
+    p = torch.tensor([0.5, 0.4, -1.0], dtype=torch.float64, requires_grad=True)
+    opt = Optimiser("lm", [p], lr=1.0, iters=30)
+    losses = [float(opt.step(residual_of(p))[0]) for _ in range(30)]
+    np.testing.assert_allclose(p.detach().numpy(), TRUE.numpy(), atol=1e-10)
+    assert losses[-1] < 1e-20 and all(b <= a for a, b in zip(losses, losses[1:]))
+
+
+def test_lm_rejects_steps_that_raise_the_loss_or_leave_the_domain():
+    p = torch.tensor([0.5, 0.4, -1.0], dtype=torch.float64, requires_grad=True)
+    lm = LevenbergMarquardt([p], max_step=10.0)
+
+    def residual():  # undefined below p[1] = 0.3: the first (long) trials fail
+        return None if float(p.detach()[1]) < 0.3 else residual_of(p)()
+
+    before = float((residual() ** 2).mean())
+    lm.step(residual)
+    after = float((residual() ** 2).mean())
+    assert after < before and float(p.detach()[1]) >= 0.3
+    assert lm.damping > 1e-3  # grown by the rejected trials
+
+
+def test_lm_step_is_capped_and_undefined_start_is_nan():
+    p = torch.tensor([0.5, 0.4, -1.0], dtype=torch.float64, requires_grad=True)
+    lm = LevenbergMarquardt([p], max_step=0.01)
+    start = p.detach().clone()
+    lm.step(residual_of(p))
+    assert 0 < float((p.detach() - start).abs().max()) <= 0.01 + 1e-15
+    moved = p.detach().clone()
+    assert torch.isnan(lm.step(lambda: None))
+    assert torch.equal(p.detach(), moved)
+
+
+def test_lm_refuses_too_many_unknowns():
+    with pytest.raises(ValueError, match="at most 32 unknowns.*have 40"):
+        LevenbergMarquardt([torch.zeros(40, requires_grad=True)])
