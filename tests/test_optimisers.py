@@ -64,3 +64,26 @@ def test_lm_step_is_capped_and_undefined_start_is_nan():
 def test_lm_refuses_too_many_unknowns():
     with pytest.raises(ValueError, match="at most 32 unknowns.*have 40"):
         LevenbergMarquardt([torch.zeros(40, requires_grad=True)])
+
+
+def test_lm_doubles_a_step_the_linear_model_underestimates():
+    # r = (x - 3)^5: from 0, Gauss-Newton steps a fifth of the way (to 0.6); doubling
+    # goes on to 1.2 and 2.4 (4.8 is farther from 3 again)
+    x = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    lm = LevenbergMarquardt([x], max_step=10.0, damping=1e-12)
+    lm.step(lambda: (x.detach() - 3.0) ** 5)
+    assert float(x.detach()) == pytest.approx(2.4, abs=1e-6)
+
+
+def test_lm_stops_at_once_below_its_tolerance():
+    p = torch.tensor([1.5, -0.7, 0.3 + 1e-12], dtype=torch.float64, requires_grad=True)
+    calls = []
+
+    def residual():
+        calls.append(1)
+        return residual_of(p)()
+
+    LevenbergMarquardt([p], tolerance=1e-20).step(residual)
+    assert len(calls) == 1
+    LevenbergMarquardt([p]).step(residual)
+    assert len(calls) > 7  # Jacobian (6) and a trial
