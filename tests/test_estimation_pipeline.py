@@ -10,6 +10,7 @@ from toy_scene import SpringSheet
 
 from gradsim_taichi.estimation import (
     EstimationError,
+    blur_frames,
     check_target,
     estimate,
     render_target,
@@ -75,6 +76,30 @@ def test_levenberg_marquardt_recovers_velocity_from_video(scene):
                  init=init, progress=False)
     assert r.errors()["velocity"]["abs_err"] < 1e-10  # quadratic convergence at the end
     assert r.history[-1]["loss"] < 1e-12 * r.history[0]["loss"]
+
+
+def test_blur_frames_is_the_sampled_gaussian():
+    frames = torch.zeros(2, 15, 15, 4, dtype=torch.float64)
+    frames[1, 7, 7, 2] = 1.0
+    out = blur_frames(frames, 1.5)
+    x = torch.arange(-5, 6, dtype=torch.float64)  # radius ceil(3 * 1.5) = 5
+    k = torch.exp(-x**2 / (2 * 1.5**2))
+    k /= k.sum()
+    np.testing.assert_allclose(out[1, 2:13, 2:13, 2].numpy(), torch.outer(k, k).numpy(),
+                               rtol=1e-12, atol=1e-15)
+    assert float(out[0].abs().max()) == 0 and float(out[1, ..., :2].abs().max()) == 0
+    const = torch.full((1, 6, 9, 3), 0.3, dtype=torch.float64)
+    np.testing.assert_allclose(blur_frames(const, 2.0).numpy(), 0.3, rtol=1e-14)  # borders
+    assert blur_frames(frames, 0.0) is frames
+
+
+def test_blurred_video_loss_has_the_same_minimum(scene):
+    target = render_target(scene)
+    r = estimate(scene, target, params=["velocity"], iters=12, lr=0.5, optimizer="lm",
+                 init={"velocity": np.array([0.6, 0.3, -0.3])}, blur=1.0, progress=False)
+    assert r.errors()["velocity"]["abs_err"] < 1e-10
+    with pytest.raises(ValueError, match="blur must be a number of pixels >= 0"):
+        estimate(scene, target, blur=-1.0, progress=False)
 
 
 def test_nan_loss_stops_with_last_good_state(scene):

@@ -109,6 +109,7 @@ class Scene:
     optimizer: str = "adam"
     warmup: tuple = (0, 0)  # (iterations, last frame) fitted first; see estimate()
     coarse_iters: int = 0  # first iterations within each ParamSpec.basis; see estimate()
+    blur: float = 0.0  # Gaussian blur (pixels) of both videos before the loss; see estimate()
     summary = ""  # one line for the CLI help
 
     # ---- to implement in presets ------------------------------------------------------
