@@ -28,6 +28,9 @@ def add_estimate_parser(sub, runtime_args) -> None:
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: scene's)")
     p.add_argument("--optimizer", choices=KINDS, default=None)
     p.add_argument("--frame-stride", type=int, default=1)
+    p.add_argument("--blur", type=float, default=None,
+                   help="Gaussian blur (pixels) of both videos before the loss; widens the "
+                        "basin, keeps the minimum (default: the scene's)")
     p.add_argument("--seed", type=int, default=0, help="draws the initial guess")
     p.add_argument("--supervision", choices=["video", "3d"], default="video")
     p.add_argument("--out", default=None, help="output folder (default: results/SCENE)")
@@ -63,6 +66,8 @@ def cmd_estimate(args) -> int:
         raise CLIError(f"--lr must be > 0; got {args.lr}")
     if args.frame_stride < 1:
         raise CLIError(f"--frame-stride must be a positive integer; got {args.frame_stride}")
+    if args.blur is not None and not args.blur >= 0:
+        raise CLIError(f"--blur must be >= 0 pixels; got {args.blur}")
     overrides = {}
     if args.frames is not None:
         if args.frames < 1:
@@ -96,8 +101,9 @@ def cmd_estimate(args) -> int:
     iters = args.iters or scene.iters
     lr = args.lr or scene.lr
     optimizer = args.optimizer or scene.optimizer
+    blur = scene.blur if args.blur is None else args.blur
     settings = dict(scene=args.scene, params=list(names), target=args.target, iters=iters,
-                    lr=lr, optimizer=optimizer, frame_stride=args.frame_stride,
+                    lr=lr, optimizer=optimizer, blur=blur, frame_stride=args.frame_stride,
                     seed=args.seed, supervision=args.supervision, frames=scene.frames,
                     substeps=scene.substeps, fps=scene.fps, width=scene.width,
                     height=scene.height)
@@ -109,7 +115,7 @@ def cmd_estimate(args) -> int:
     status = 0
     try:
         result = estimate(scene, target, params=names, iters=iters, lr=lr,
-                          optimizer=optimizer, frame_stride=args.frame_stride,
+                          optimizer=optimizer, frame_stride=args.frame_stride, blur=blur,
                           supervision=args.supervision, seed=args.seed, out_dir=out,
                           resume=args.resume, progress=not args.quiet)
     except ValueError as e:

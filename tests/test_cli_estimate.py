@@ -33,6 +33,7 @@ def test_estimate_writes_report_plot_and_videos(tmp_path, capsys):
         (["estimate", "rigid-mass", "--params", "mass,spin"], "no parameter 'spin'"),
         (["estimate", "rigid-mass", "--iters", "0"], "--iters must be a positive integer"),
         (["estimate", "rigid-mass", "--lr", "-1"], "--lr must be > 0"),
+        (["estimate", "rigid-mass", "--blur", "nan"], "--blur must be >= 0 pixels"),
         (["estimate", "rigid-mass", "--target", "/nonexistent/video.mp4"], "video not found"),
     ],
 )
