@@ -211,6 +211,9 @@ def test_coarse_iterations_stay_in_the_basis_then_go_free(scene):
     off_span = [np.linalg.norm(s - direction * (s @ direction)) for s in steps]
     assert max(off_span[:5]) < 1e-12  # the values the first 4 steps reach lie on the line
     assert np.linalg.norm(steps[1]) > 1e-3  # ... and they moved along it
+    assert off_span[-1] > 0.1  # then the free steps leave it (the truth is off the line)
+    truth = scene.params["velocity"].true
+    assert np.abs(values[-1] - truth).max() < np.abs(values[4] - truth).max() / 10
     scene.params["velocity"].basis = direction[:, None]
     try:
         with pytest.raises(ValueError, match="coarse_iters with optimizer 'lm'"):
@@ -218,6 +221,3 @@ def test_coarse_iterations_stay_in_the_basis_then_go_free(scene):
                      optimizer="lm", coarse_iters=1, progress=False)
     finally:
         scene.params["velocity"].basis = None
-    assert off_span[-1] > 0.1  # then the free steps leave it (the truth is off the line)
-    truth = scene.params["velocity"].true
-    assert np.abs(values[-1] - truth).max() < np.abs(values[4] - truth).max() / 10
