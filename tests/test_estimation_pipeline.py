@@ -91,6 +91,10 @@ def test_blur_frames_is_the_sampled_gaussian():
     const = torch.full((1, 6, 9, 3), 0.3, dtype=torch.float64)
     np.testing.assert_allclose(blur_frames(const, 2.0).numpy(), 0.3, rtol=1e-14)  # borders
     assert blur_frames(frames, 0.0) is frames
+    # its gradient (the L-BFGS presets back-propagate through it) against float64
+    # central differences
+    x = torch.rand(2, 7, 5, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda f: blur_frames(f, 0.8), (x,), eps=1e-6, atol=1e-8)
 
 
 def test_blurred_video_loss_has_the_same_minimum(scene):
