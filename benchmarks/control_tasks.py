@@ -44,7 +44,7 @@ QUICK = {
 def run(tasks, seeds, quick, threads):
     import gradsim_taichi as gs
     from gradsim_taichi.control import ControlError, random_baseline, train
-    from gradsim_taichi.control_tasks import make_task
+    from gradsim_taichi.scenes import make_task
 
     info = gs.init(arch="cpu", precision="f64", threads=threads)
     rows = {}

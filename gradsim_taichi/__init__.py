@@ -10,10 +10,10 @@ Quick tour::
     out = gs.simulate(sim, {"mass": torch.tensor(2.0, dtype=torch.float64)})
 """
 
-from gradsim_taichi.bridge import SimulationModule, simulate
 from gradsim_taichi.builder import ModelBuilder
 from gradsim_taichi.model import Model
 from gradsim_taichi.runtime import info, init
 from gradsim_taichi.simulation import Simulation
+from gradsim_taichi.torch_bridge import SimulationModule, simulate
 
 __all__ = ["init", "info", "ModelBuilder", "Model", "Simulation", "simulate", "SimulationModule"]

@@ -2,37 +2,32 @@
 
 ``train(task, policy, iters, lr)`` repeats: run the policy (open loop: one rollout of
 actions computed from time features; closed loop: frame by frame through
-:mod:`gradsim_taichi.stepping`, the policy reading the current state between frames),
-render the LAST frame, take the pixel MSE against the task's target image (plus an
-optional small action regulariser), back-propagate through renderer, simulator and
-policy, and step any torch optimiser. Per iteration it records the loss and the
-centre-of-mass distance to the goal (the paper's metric; it is never used for the
-gradient). ``out_dir`` gets ``state.pt`` every few iterations so ``resume=True``
-continues an interrupted run.
+:mod:`gradsim_taichi.frame_stepper`, the policy reading the current state between
+frames), render the LAST frame, take the pixel loss against the task's target image
+(:func:`gradsim_taichi.objectives.image_loss`), back-propagate through renderer,
+simulator and policy, and step any torch optimiser. Per iteration it records the loss
+and the centre-of-mass distance to the goal (the paper's metric; it is never used for
+the gradient). The iterations, the resume state and the NaN stop are those of
+:mod:`gradsim_taichi.run_loop`. The tasks are presets in
+:mod:`gradsim_taichi.scenes.control_tasks`.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-from gradsim_taichi import runtime
+from gradsim_taichi import run_loop
+from gradsim_taichi.errors import ControlError, StateError
+from gradsim_taichi.reports import plot_history, save_videos, side_by_side
+from gradsim_taichi.reports import write_report as _write_report
 
-
-class ControlError(RuntimeError):
-    """Training could not go on (NaN loss or gradient); ``error.result`` holds the run so
-    far with the last good policy."""
-
-    def __init__(self, message, result=None):
-        super().__init__(message)
-        self.result = result
+__all__ = ["train", "evaluate", "random_baseline", "write_report", "plot_progress",
+           "save_rollout_videos", "ControlResult", "ControlError"]
 
 
 @dataclass
@@ -47,6 +42,7 @@ class ControlResult:
         start_distance: distance of the initial configuration to the goal [m].
         iterations, seconds, status (``"done"`` or why it stopped), reached (distance
         below the task's reach fraction of the start distance).
+        final_image, final_rollout: the trained policy's last frame and rollout.
     """
 
     history: list = field(default_factory=list)
@@ -57,6 +53,8 @@ class ControlResult:
     seconds: float = 0.0
     status: str = "done"
     reached: bool = False
+    final_image: torch.Tensor | None = None
+    final_rollout: dict | None = None
 
     @property
     def losses(self) -> list:
@@ -97,7 +95,7 @@ def train(task, policy=None, iters: int | None = None, lr: float | None = None,
     """Train ``policy`` so that the task's rendered last frame matches its target image.
 
     Args:
-        task: a control task (see :func:`gradsim_taichi.control_tasks.make_task`).
+        task: a control task (see :func:`gradsim_taichi.scenes.make_task`).
         policy: a torch ``nn.Module``; with ``closed_loop = True`` as an attribute it is
             called between frames on the task's observation of the current state, else
             once on the task's time features. None: the task's default policy.
@@ -121,78 +119,87 @@ def train(task, policy=None, iters: int | None = None, lr: float | None = None,
         raise ValueError(f"lr must be a positive number; got {lr!r}")
     if not (isinstance(lr_decay, (int, float)) and 0 < lr_decay <= 1):
         raise ValueError(f"lr_decay must be in (0, 1]; got {lr_decay!r}")
-    if int(save_every) != save_every or save_every < 1:
-        raise ValueError(f"save_every must be a positive integer; got {save_every!r}")
     torch.manual_seed(seed)
     task.ensure_built()
     if policy is None:
         policy = task.default_policy(closed_loop=closed_loop, seed=seed)
-    params = [p for p in policy.parameters() if p.requires_grad]
-    if not params:
-        raise ValueError("the policy has no parameters that require grad")
-    opt = make_optimizer(optimizer, params, lr)
-    sched = torch.optim.lr_scheduler.ExponentialLR(opt, lr_decay ** (1.0 / iters))
+    job = _Training(task, policy, optimizer, lr, lr_decay, iters)
 
-    history: list = []
-    start_iter, seconds_before = 0, 0.0
-    state_path = Path(out_dir) / "state.pt" if out_dir is not None else None
-    if resume and state_path is not None and state_path.exists():
-        state = torch.load(state_path, weights_only=False)
-        if state.get("task") != task.name:
-            raise ValueError(f"{state_path} was saved by task {state.get('task')!r}, "
-                             f"not {task.name!r}")
-        policy.load_state_dict(state["policy"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        history, start_iter = state["history"], state["iteration"]
-        seconds_before = state["seconds"]
+    def after_step(it, record):
+        if callback is not None:
+            callback(it, record["loss"], record["distance"], job.image)
 
-    t0 = time.perf_counter()
-    status = "done"
-    bar = tqdm(range(start_iter, iters), desc=f"control {task.name}", disable=not progress,
-               initial=start_iter, total=iters)
-    for it in bar:
-        before = {k: v.detach().clone() for k, v in policy.state_dict().items()}
-        opt.zero_grad(set_to_none=True)
-        roll = task.rollout(policy)
+    run = run_loop.run(job, iters, out_dir=out_dir, resume=resume, save_every=save_every,
+                       progress=progress, callback=after_step, desc=job.name)
+    final = evaluate(task, policy)
+    result = ControlResult(history=run.history, final_distance=final["distance"],
+                           final_loss=final["loss"], start_distance=task.start_distance,
+                           iterations=run.iterations, seconds=run.seconds,
+                           status=run.status, reached=task.reached(final["distance"]),
+                           final_image=final["image"], final_rollout=final["rollout"])
+    if run.stopped:
+        raise ControlError(run.status, result)
+    return result
+
+
+class _Training:
+    """One training as a job of :func:`gradsim_taichi.run_loop.run`."""
+
+    kept = "policy"
+
+    def __init__(self, task, policy, optimizer, lr, lr_decay, iters):
+        self.name = f"control {task.name}"
+        self.task, self.policy = task, policy
+        self.params = [p for p in policy.parameters() if p.requires_grad]
+        if not self.params:
+            raise ValueError("the policy has no parameters that require grad")
+        self.opt = make_optimizer(optimizer, self.params, lr)
+        self.sched = torch.optim.lr_scheduler.ExponentialLR(self.opt,
+                                                            lr_decay ** (1.0 / iters))
+        self.image = None
+
+    def step(self, it):
+        self.opt.zero_grad(set_to_none=True)
+        roll = self.task.rollout(self.policy)
         finite = bool(torch.isfinite(roll["particles"]).all())
+        value = torch.tensor(float("nan"))
         if finite:  # an explicit-integrator blow-up; the renderer rejects NaN positions
-            value, image = task.loss(roll)
+            value, image = self.task.loss(roll)
             finite = bool(torch.isfinite(value))
-        else:
-            value = torch.tensor(float("nan"))
         if finite:
             value.backward()
-            finite = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params)
+            finite = all(p.grad is None or bool(torch.isfinite(p.grad).all())
+                         for p in self.params)
         if not finite:
-            policy.load_state_dict(before)
-            what = "loss" if not torch.isfinite(value) else "gradient"
-            status = (f"stopped at iteration {it}: the {what} became NaN/inf; "
-                      "kept the last good policy")
-            break
-        dist = task.distance(roll["particles"][-1])
-        history.append({"iter": it, "loss": float(value.detach()), "distance": dist})
-        opt.step()
-        sched.step()
-        bar.set_postfix(loss=f"{float(value.detach()):.3e}", dist=f"{dist:.3f}")
-        done = it + 1
-        if state_path is not None and (done % save_every == 0 or done == iters):
-            _save_state(state_path, task.name, policy, opt, sched, history, done,
-                        seconds_before + time.perf_counter() - t0)
-        if callback is not None:
-            callback(it, float(value.detach()), dist, image.detach())
-    bar.close()
-    final = evaluate(task, policy)
-    result = ControlResult(history=history, final_distance=final["distance"],
-                           final_loss=final["loss"], start_distance=task.start_distance,
-                           iterations=len(history),
-                           seconds=seconds_before + time.perf_counter() - t0, status=status,
-                           reached=task.reached(final["distance"]))
-    result.final_image = final["image"]
-    result.final_rollout = final["rollout"]
-    if status != "done":
-        raise ControlError(status, result)
-    return result
+            return "loss" if not torch.isfinite(value) else "gradient"
+        self.image = image.detach()
+        record = {"iter": it, "loss": float(value.detach()),
+                  "distance": self.task.distance(roll["particles"][-1])}
+        self.opt.step()
+        self.sched.step()
+        return record
+
+    def postfix(self, record):
+        return {"loss": f"{record['loss']:.3e}", "dist": f"{record['distance']:.3f}"}
+
+    def snapshot(self):
+        return {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+
+    def restore(self, snapshot):
+        self.policy.load_state_dict(snapshot)
+
+    def state_dict(self):
+        return {"task": self.task.name, "policy": self.policy.state_dict(),
+                "optimizer": self.opt.state_dict(), "scheduler": self.sched.state_dict()}
+
+    def load_state_dict(self, state):
+        if not isinstance(state, dict) or state.get("task") != self.task.name:
+            saved = state.get("task") if isinstance(state, dict) else None
+            raise StateError(f"it was saved by task {saved!r}, not {self.task.name!r}")
+        run_loop.check_saved_tensors(state["policy"])
+        self.policy.load_state_dict(state["policy"])
+        self.opt.load_state_dict(state["optimizer"])
+        self.sched.load_state_dict(state["scheduler"])
 
 
 def random_baseline(task, seed: int = 0) -> float:
@@ -205,21 +212,10 @@ def random_baseline(task, seed: int = 0) -> float:
     return task.distance(roll["particles"][-1])
 
 
-def _save_state(path: Path, task_name, policy, opt, sched, history, iteration, seconds):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {"task": task_name, "policy": policy.state_dict(), "optimizer": opt.state_dict(),
-             "scheduler": sched.state_dict(), "history": history, "iteration": iteration,
-             "seconds": seconds}
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)  # atomic: an interrupted save never corrupts the last state
-
-
-def write_report(path, task, result: ControlResult, settings: dict) -> Path:
+def write_report(path, task, result: ControlResult, settings: dict):
     """``report.json``: per-iteration loss and distance, final distance, start distance,
     the paper's numbers, settings, seconds, arch/precision."""
-    info = runtime.info()
-    report = {
+    body = {
         "task": task.name,
         "status": result.status,
         "final_distance": result.final_distance,
@@ -233,55 +229,32 @@ def write_report(path, task, result: ControlResult, settings: dict) -> Path:
         "distance_history": result.distances,
         "history": result.history,
         "paper": task.paper,
-        "arch": info.get("arch"),
-        "precision": info.get("precision"),
-        "threads": info.get("threads"),
-        "settings": settings,
-        "seed": settings.get("seed"),
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2))
-    return path
+    return _write_report(path, body, settings)
 
 
-def plot_progress(path, result: ControlResult, title: str = "") -> Path:
-    """``progress.png``: loss (log scale) and centre-of-mass distance vs iteration."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    it = [h["iter"] for h in result.history]
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
-    axes[0].semilogy(it, [max(h["loss"], 1e-30) for h in result.history], color="tab:blue")
-    axes[0].set_xlabel("iteration")
-    axes[0].set_title(f"{title} loss (last-frame pixel MSE)")
-    axes[1].plot(it, result.distances, color="tab:orange", label="per iteration")
-    axes[1].axhline(result.final_distance, color="k", ls="--", lw=1, label="final")
-    axes[1].set_xlabel("iteration")
-    axes[1].set_ylabel("m")
-    axes[1].set_title("centre-of-mass distance to goal")
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+def plot_progress(path, result: ControlResult, title: str = ""):
+    """``progress.png``: loss (log scale) and centre-of-mass distance [m] vs iteration."""
+    return plot_history(path, result.history, {"distance": result.final_distance},
+                        title=title, reference_label="final",
+                        loss_label="loss (last-frame pixel MSE)")
 
 
-def save_rollout_videos(out_dir, task, rollout: dict, fps: float = 30) -> list[Path]:
+def save_rollout_videos(out_dir, task, rollout: dict, fps: float = 30) -> list:
     """``rollout.mp4`` and ``rollout.gif``: each frame of the rollout beside the target
     image."""
-    from gradsim_taichi.render.video import save_video
-
     with torch.no_grad():
         frames = task.render({"particles": rollout["particles"].detach()})
-    f = frames.cpu().numpy()[..., :3]
-    t = np.broadcast_to(task.target_image.cpu().numpy()[..., :3], f.shape)
-    sep = np.ones(f.shape[:2] + (2, 3))
-    video = np.clip(np.concatenate([f, sep, t], axis=2), 0.0, 1.0)
-    out_dir = Path(out_dir)
-    return [save_video(video, out_dir / "rollout.mp4", fps=fps),
-            save_video(video, out_dir / "rollout.gif", fps=fps)]
+    return save_videos(out_dir, "rollout", side_by_side(frames, task.target_image), fps)
+
+
+def write_outputs(out_dir, task, result: ControlResult, settings: dict) -> dict:
+    """Everything a training leaves in ``out_dir``: ``report.json`` (see
+    :func:`write_report`), ``progress.png`` and, when the final rollout is finite,
+    ``rollout.mp4`` / ``rollout.gif``. Returns ``{kind: path}``."""
+    out = {"report": write_report(Path(out_dir) / "report.json", task, result, settings),
+           "plot": plot_progress(Path(out_dir) / "progress.png", result, title=task.name)}
+    if result.final_image is not None:
+        out["video"], out["gif"] = save_rollout_videos(out_dir, task, result.final_rollout,
+                                                       fps=min(task.fps, 30))
+    return out

@@ -192,6 +192,6 @@ class Simulation:
     def rollout(self, **params) -> dict[str, torch.Tensor]:
         """Differentiable rollout: keyword torch tensors (or numbers) by parameter name ->
         ``{system name: positions [frames + 1, V, 3]}`` (see :func:`gradsim_taichi.simulate`)."""
-        from gradsim_taichi.bridge import simulate
+        from gradsim_taichi.torch_bridge import simulate
 
         return simulate(self, params)

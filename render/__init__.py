@@ -18,8 +18,8 @@ Example::
     save_video(frames.detach(), "out.gif", fps=30)
 """
 
-from gradsim_taichi.render.bridge import RasterSettings, SoftRasterFunction
 from gradsim_taichi.render.camera import Camera
+from gradsim_taichi.render.raster_autograd import RasterSettings, SoftRasterFunction
 from gradsim_taichi.render.rasterizer import SoftRasterizer
 from gradsim_taichi.render.shading import AmbientLight, DirectionalLight, Mesh, default_lights
 from gradsim_taichi.render.video import load_video, save_video

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from gradsim_taichi import runtime
-from gradsim_taichi.render.bridge import RasterSettings, SoftRasterFunction, hard_face_ids
 from gradsim_taichi.render.camera import Camera
+from gradsim_taichi.render.raster_autograd import RasterSettings, SoftRasterFunction, hard_face_ids
 from gradsim_taichi.render.shading import Mesh, _tensor, default_lights, shade
 from gradsim_taichi.render.texture import sample_bilinear, stack_textures
 

@@ -2,7 +2,7 @@
 
 Independent of the Taichi code (it shares no helper with ``gradsim_taichi.render``);
 gradients come from torch autograd. Same inputs as
-``gradsim_taichi.render.bridge.SoftRasterFunction``; the formula is documented in
+``gradsim_taichi.render.raster_autograd.SoftRasterFunction``; the formula is documented in
 ``render/soft_raster.py``. Memory grows with pixels x faces: pass ``rows`` to render a
 subset of image rows (the benchmark uses it for large cases).
 """

@@ -12,11 +12,10 @@ import torch
 from torch import nn
 
 import gradsim_taichi as gs
-from gradsim_taichi.cli_control import add_control_parser  # noqa: F401  (import check)
 from gradsim_taichi.control import ControlError, random_baseline, train
-from gradsim_taichi.control_tasks import make_task
+from gradsim_taichi.frame_stepper import FrameStepper
 from gradsim_taichi.render import Camera, Mesh, SoftRasterizer
-from gradsim_taichi.stepping import FrameStepper
+from gradsim_taichi.scenes import make_task
 
 torch.set_num_threads(1)
 
@@ -183,26 +182,8 @@ def test_closed_loop_policy_trains(observation):
 
 # ---- CLI -----------------------------------------------------------------------------
 def _cli(args):
-    from gradsim_taichi.cli import build_parser, main
+    from gradsim_taichi.cli import main
 
-    parser = build_parser()
-    if "control" not in parser._subparsers._group_actions[0].choices:
-        # cli.py not wired yet: run the subcommand through a parser of our own
-        import argparse
-
-        from gradsim_taichi.cli import CLIError, _runtime_args
-        from gradsim_taichi.cli_control import add_control_parser
-
-        p = argparse.ArgumentParser(prog="gradsim-taichi")
-        add_control_parser(p.add_subparsers(dest="command", required=True), _runtime_args)
-        ns = p.parse_args(args)
-        try:
-            return ns.func(ns)
-        except CLIError as e:
-            import sys
-
-            print(f"gradsim-taichi: error: {e}", file=sys.stderr)
-            return 2
     return main(args)
 
 

@@ -16,8 +16,8 @@ from gradsim_taichi.estimation import (
     render_target,
     write_report,
 )
-from gradsim_taichi.outputs import plot_history, save_compare_videos
 from gradsim_taichi.render import load_video
+from gradsim_taichi.reports import plot_history, save_compare_videos
 
 
 @pytest.fixture

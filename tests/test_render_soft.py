@@ -292,7 +292,7 @@ def test_float32_runtime_renders():
 
 
 def test_taichi_binning_matches_torch_binning():
-    from gradsim_taichi.render.bridge import pack_geometry
+    from gradsim_taichi.render.raster_autograd import pack_geometry
     from gradsim_taichi.render.tiles import bin_faces, bin_faces_torch, face_valid
 
     xy, z = _random_faces(3, 40, 50, 70, seed=9, tex=False)[:2]

@@ -1,28 +1,22 @@
-"""Scene presets mirroring the gradSim paper's experiments.
+"""Presets: the paper's estimation experiments, the control tasks and the spring net.
 
-``make_scene(name, **overrides)`` builds a preset; ``SCENES`` maps names to classes.
+``make_scene(name, **overrides)`` builds an estimation preset (``SCENES`` maps names to
+classes), ``make_task(name, **overrides)`` a control task (``TASKS``). Each preset is
+built only through the public :class:`~gradsim_taichi.builder.ModelBuilder` API.
 """
 
 from gradsim_taichi.scenes.base import ParamSpec, RenderPart, Scene, ground_part
+from gradsim_taichi.scenes.registry import (
+    SCENES,
+    TASKS,
+    make_scene,
+    make_task,
+    register,
+    register_task,
+)
 
-SCENES: dict = {}
-
-
-def register(cls):
-    """Class decorator: add a preset to :data:`SCENES` under ``cls.name``."""
-    SCENES[cls.name] = cls
-    return cls
-
-
-def make_scene(name: str, **overrides) -> Scene:
-    """A scene preset by name; keyword arguments override its fields (frames, width, ...)."""
-    if name not in SCENES:
-        raise KeyError(f"unknown scene {name!r}; choose one of: {', '.join(SCENES)}")
-    return SCENES[name](**overrides)
-
-
-__all__ = ["SCENES", "make_scene", "register", "Scene", "ParamSpec", "RenderPart",
-           "ground_part"]
+__all__ = ["SCENES", "TASKS", "make_scene", "make_task", "register", "register_task",
+           "Scene", "ParamSpec", "RenderPart", "ground_part"]
 
 # presets register themselves on import
-from gradsim_taichi.scenes import cloth, fem, rigid  # noqa: E402, F401
+from gradsim_taichi.scenes import cloth, control_tasks, fem, rigid  # noqa: E402, F401

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from gradsim_taichi import runtime
-from gradsim_taichi.bridge import simulate
 from gradsim_taichi.render import Camera, Mesh, SoftRasterizer
 from gradsim_taichi.simulation import Simulation
+from gradsim_taichi.torch_bridge import simulate
 
 
 @dataclass

@@ -22,7 +22,6 @@ paper's gear: 0.107 from 4.47, cloth: 0.199 from 7.9).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,81 +30,12 @@ from torch import nn
 
 from gradsim_taichi import runtime
 from gradsim_taichi.builder import ModelBuilder
+from gradsim_taichi.objectives import image_loss
+from gradsim_taichi.policies import ConstantPolicy, SinePolicy, StatePolicy, time_features
 from gradsim_taichi.render import Mesh
 from gradsim_taichi.scenes.base import RenderPart, Scene, ground_part, soft_parts
-
-TASKS: dict = {}
-
-
-def register_task(cls):
-    """Class decorator: add a control task to :data:`TASKS` under ``cls.name``."""
-    TASKS[cls.name] = cls
-    return cls
-
-
-def make_task(name: str, **overrides) -> ControlTask:
-    """A control task by name; keyword arguments override its fields (frames, width, ...)."""
-    if name not in TASKS:
-        raise KeyError(f"unknown control task {name!r}; choose one of: {', '.join(TASKS)}")
-    return TASKS[name](**overrides)
-
-
-def lame(young: float, poisson: float) -> tuple[float, float]:
-    """(mu, lambda) from Young's modulus [Pa] and Poisson's ratio."""
-    return young / (2 * (1 + poisson)), young * poisson / ((1 + poisson) * (1 - 2 * poisson))
-
-
-# ---- policies ------------------------------------------------------------------------
-def time_features(frames: int, fps: float, count: int = 8, period: float = 1.0,
-                  dtype=None) -> torch.Tensor:
-    """``[frames, count]`` phase-shifted sinusoids ``sin(2 pi t / period + 2 pi k / count)``
-    at the start time of each frame (the paper's open-loop policy input)."""
-    dtype = dtype or runtime.torch_dtype()
-    t = torch.arange(frames, dtype=dtype)[:, None] / fps
-    phase = 2 * math.pi * torch.arange(count, dtype=dtype)[None, :] / count
-    return torch.sin(2 * math.pi * t / period + phase)
-
-
-class SinePolicy(nn.Module):
-    """Open loop: time features ``[frames, n_in]`` -> ``scale * tanh(linear)`` ->
-    ``[frames, n_out]`` (the paper's gear policy)."""
-
-    closed_loop = False
-
-    def __init__(self, n_in: int, n_out: int, scale: float = 1.0, init_std: float = 0.0):
-        super().__init__()
-        self.scale = float(scale)
-        self.linear = nn.Linear(n_in, n_out, dtype=runtime.torch_dtype())
-        with torch.no_grad():
-            if init_std > 0:
-                self.linear.weight.normal_(0.0, init_std)
-            else:
-                self.linear.weight.zero_()
-            self.linear.bias.zero_()
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.scale * torch.tanh(self.linear(features))
-
-
-class StatePolicy(SinePolicy):
-    """Closed loop: an observation vector (e.g. centre of mass relative to the goal,
-    mean velocity and time features of the current frame) -> ``scale * tanh(linear)``."""
-
-    closed_loop = True
-
-
-class ConstantPolicy(nn.Module):
-    """A learnable vector returned as is (the cloth's shared initial velocity)."""
-
-    closed_loop = False
-
-    def __init__(self, init):
-        super().__init__()
-        self.value = nn.Parameter(torch.as_tensor(np.asarray(init, dtype=np.float64),
-                                                  dtype=runtime.torch_dtype()).clone())
-
-    def forward(self, features=None) -> torch.Tensor:
-        return self.value
+from gradsim_taichi.scenes.fem import lame
+from gradsim_taichi.scenes.registry import register_task
 
 
 # ---- tasks -----------------------------------------------------------------------------
@@ -206,8 +136,8 @@ class ControlTask(Scene):
         return pooled.reshape(-1)
 
     def stepper(self):
-        """The :class:`~gradsim_taichi.stepping.FrameStepper` of this task (built once)."""
-        from gradsim_taichi.stepping import FrameStepper
+        """The :class:`~gradsim_taichi.frame_stepper.FrameStepper` of this task (built once)."""
+        from gradsim_taichi.frame_stepper import FrameStepper
 
         self.ensure_built()
         if self._stepper is None:
@@ -238,7 +168,7 @@ class ControlTask(Scene):
         return {"particles": out["particles"], "actions": actions}
 
     def simulate_engine(self, params: dict) -> dict:
-        from gradsim_taichi.bridge import simulate
+        from gradsim_taichi.torch_bridge import simulate
 
         return simulate(self.sim, params)
 
@@ -246,10 +176,7 @@ class ControlTask(Scene):
         """Pixel MSE of the rendered last frame against the target image, plus
         ``reg * mean(actions^2)``. Returns ``(loss, rendered last frame)``."""
         image = self.render_positions(rollout["particles"][-1])
-        value = ((image - self.target_image) ** 2).mean()
-        if self.reg > 0:
-            value = value + self.reg * (rollout["actions"] ** 2).mean()
-        return value, image
+        return image_loss(image, self.target_image, rollout["actions"], self.reg), image
 
     def reached(self, distance: float) -> bool:
         return distance < self.reach_fraction * self.start_distance

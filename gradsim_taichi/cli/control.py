@@ -8,9 +8,11 @@ iterations so that ``--resume`` continues an interrupted run.
 import math
 from pathlib import Path
 
+from gradsim_taichi.cli.common import CLIError, add_runtime_args, init_runtime, output_dir
 
-def add_control_parser(sub, runtime_args) -> None:
-    from gradsim_taichi.control_tasks import TASKS
+
+def add_control_parser(sub) -> None:
+    from gradsim_taichi.scenes import TASKS
 
     p = sub.add_parser(
         "control",
@@ -31,21 +33,14 @@ def add_control_parser(sub, runtime_args) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from OUT/state.pt")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    runtime_args(p)
+    add_runtime_args(p)
     p.set_defaults(func=cmd_control)
 
 
 def cmd_control(args) -> int:
-    from gradsim_taichi.cli import CLIError, _init
-    from gradsim_taichi.control import (
-        ControlError,
-        plot_progress,
-        random_baseline,
-        save_rollout_videos,
-        train,
-        write_report,
-    )
-    from gradsim_taichi.control_tasks import TASKS, make_task
+    from gradsim_taichi.control import random_baseline, train, write_outputs
+    from gradsim_taichi.errors import ControlError
+    from gradsim_taichi.scenes import TASKS, make_task
 
     if args.task not in TASKS:
         raise CLIError(f"unknown control task {args.task!r}; choose one of: {', '.join(TASKS)}")
@@ -57,8 +52,6 @@ def cmd_control(args) -> int:
         raise CLIError(f"--frames must be a positive integer; got {args.frames}")
     if args.size is not None and not 8 <= args.size <= 1024:
         raise CLIError(f"--size must be between 8 and 1024 pixels; got {args.size}")
-    if args.threads is not None and args.threads < 1:
-        raise CLIError(f"--threads must be a positive integer; got {args.threads}")
     if args.task == "cloth" and args.policy != "open":
         raise CLIError("the cloth task has only an open-loop form (its action is the "
                        "initial velocity); drop --policy closed")
@@ -72,11 +65,11 @@ def cmd_control(args) -> int:
         overrides["frames"] = args.frames
     if args.size is not None:
         overrides["width"] = overrides["height"] = args.size
-    _init(args)
+    out = output_dir(out)
+    init_runtime(args)
     task = make_task(args.task, **overrides)
     iters = args.iters or task.iters
     lr = args.lr or task.lr
-    out.mkdir(parents=True, exist_ok=True)
     settings = dict(task=args.task, iters=iters, lr=lr, optimizer="adam", lr_decay=0.1,
                     seed=args.seed,
                     policy=args.policy, frames=task.frames, substeps=task.substeps,
@@ -93,16 +86,14 @@ def cmd_control(args) -> int:
         print(f"gradsim-taichi: {e}")
         result, status = e.result, 3
     settings["random_baseline_distance"] = random_baseline(task, seed=args.seed)
-    report = write_report(out / "report.json", task, result, settings)
-    plot = plot_progress(out / "progress.png", result, title=args.task)
+    paths = write_outputs(out, task, result, settings)
     print(f"{args.task}: centre-of-mass distance {result.start_distance:.4f} m -> "
           f"{result.final_distance:.4f} m after {result.iterations} iterations "
           f"({result.seconds:.1f} s); random actuation: "
           f"{settings['random_baseline_distance']:.4f} m")
-    print(f"report: {report}\nplot:   {plot}")
-    if result.final_image is None:
-        print("video:  none (the final rollout is not finite)")
+    print(f"report: {paths['report']}\nplot:   {paths['plot']}")
+    if "video" in paths:
+        print(f"video:  {paths['video']} (and {paths['gif'].name})")
     else:
-        videos = save_rollout_videos(out, task, result.final_rollout, fps=min(task.fps, 30))
-        print(f"video:  {videos[0]} (and {videos[1].name})")
+        print("video:  none (the final rollout is not finite)")
     return status

@@ -4,11 +4,10 @@ Writes ``report.json``, ``loss.png``, ``compare.mp4`` and ``compare.gif`` in ``-
 plus ``state.pt`` every few iterations so that ``--resume`` continues an interrupted run.
 """
 
-import json
-from pathlib import Path
+from gradsim_taichi.cli.common import CLIError, add_runtime_args, init_runtime, output_dir
 
 
-def add_estimate_parser(sub, runtime_args) -> None:
+def add_estimate_parser(sub) -> None:
     from gradsim_taichi.optimisers import KINDS
     from gradsim_taichi.scenes import SCENES
 
@@ -41,21 +40,15 @@ def add_estimate_parser(sub, runtime_args) -> None:
     p.add_argument("--resolution", type=int, default=None,
                    help="override the rendered image size, square (default: the preset's)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    runtime_args(p)
+    add_runtime_args(p)
     p.set_defaults(func=cmd_estimate)
 
 
 def cmd_estimate(args) -> int:
     import torch
 
-    from gradsim_taichi.cli import CLIError, _init
-    from gradsim_taichi.estimation import (
-        EstimationError,
-        estimate,
-        render_target,
-        write_report,
-    )
-    from gradsim_taichi.outputs import plot_history, save_compare_videos
+    from gradsim_taichi.errors import EstimationError
+    from gradsim_taichi.estimation import estimate, render_target, write_outputs
     from gradsim_taichi.scenes import SCENES, make_scene
 
     if args.scene not in SCENES:
@@ -95,9 +88,8 @@ def cmd_estimate(args) -> int:
             target_video = load_video(args.target)
         except (FileNotFoundError, ValueError) as e:
             raise CLIError(str(e)) from None
-    _init(args)
-    out = Path(args.out or f"results/{args.scene}")
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(args.out or f"results/{args.scene}")
+    init_runtime(args)
     iters = args.iters or scene.iters
     lr = args.lr or scene.lr
     optimizer = args.optimizer or scene.optimizer
@@ -123,33 +115,20 @@ def cmd_estimate(args) -> int:
     except EstimationError as e:
         print(f"gradsim-taichi: {e}")
         result, status = e.result, 3
-    report = write_report(out / "report.json", scene, result, settings)
-    plot = plot_history(out / "loss.png", result.history, result.true, title=args.scene)
-    # the compare video always shows pixels, also for a 3D-supervised run
-    with torch.no_grad():
-        values = {n: torch.as_tensor(v, dtype=_dtype()) for n, v in result.params.items()}
-        estimate_video = scene.render(scene.simulate(values))
-        target_pixels = target if args.supervision == "video" else render_target(scene)
-    videos = save_compare_videos(out, target_pixels, estimate_video, fps=min(scene.fps, 30))
-    summary = json.loads(report.read_text())["params"]
-    for n, entry in summary.items():
-        line = f"{n:>14}: estimate {_fmt(entry['estimate'])}  init {_fmt(entry['init'])}"
-        if "true" in entry:
-            line += f"  true {_fmt(entry['true'])}  rel.err {entry['rel_err']:.2e}"
+    paths = write_outputs(out, scene, result, target, settings, args.supervision)
+    errors = result.errors()
+    for n, est in result.params.items():
+        line = f"{n:>14}: estimate {_fmt(est)}  init {_fmt(result.init[n])}"
+        if n in errors:
+            line += f"  true {_fmt(result.true[n])}  rel.err {errors[n]['rel_err']:.2e}"
         print(line)
-    print(f"report: {report}\nplot:   {plot}\nvideo:  {videos[0]} (and {videos[1].name})")
+    print(f"report: {paths['report']}\nplot:   {paths['plot']}\n"
+          f"video:  {paths['video']} (and {paths['gif'].name})")
     return status
 
 
-def _dtype():
-    from gradsim_taichi import runtime
-
-    return runtime.torch_dtype()
-
-
 def _fmt(x) -> str:
-    if isinstance(x, list):
-        import numpy as np
+    import numpy as np
 
-        return f"mean {np.mean(x):.6g}"
-    return f"{x:.6g}"
+    x = np.asarray(x, dtype=np.float64)
+    return f"{float(x):.6g}" if x.ndim == 0 else f"mean {x.mean():.6g}"

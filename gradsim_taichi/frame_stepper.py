@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 
 from gradsim_taichi import runtime
-from gradsim_taichi.bridge import simulate
 from gradsim_taichi.simulation import Simulation
+from gradsim_taichi.torch_bridge import simulate
 
 
 class FrameStepper:

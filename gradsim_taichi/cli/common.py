@@ -1,0 +1,45 @@
+"""What every command shares: the user-facing error, runtime flags, output folders."""
+
+import tempfile
+from pathlib import Path
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as one line without a traceback, exit status 2."""
+
+
+def add_runtime_args(p) -> None:
+    p.add_argument("--arch", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--precision", default="f64", choices=["f64", "f32"])
+    p.add_argument("--threads", type=int, default=None)
+
+
+def init_runtime(args) -> dict:
+    """``gradsim_taichi.init`` from the runtime flags; prints what it chose."""
+    import gradsim_taichi as gs
+
+    if args.threads is not None and args.threads < 1:
+        raise CLIError(f"--threads must be a positive integer; got {args.threads}")
+    info = gs.init(arch=args.arch, precision=args.precision, threads=args.threads,
+                   seed=getattr(args, "seed", None))
+    print(f"gradsim-taichi {info['gradsim_taichi']}: arch={info['arch']} "
+          f"precision={info['precision']} threads={info['threads']}")
+    return info
+
+
+def output_dir(path) -> Path:
+    """Create the output folder ``path`` (and its parents) and check that files can be
+    written there; a path under an existing file or an unwritable place is a
+    :class:`CLIError` naming it."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except (FileExistsError, NotADirectoryError):
+        raise CLIError(f"--out {path}: it or a folder above it is an existing file; "
+                       "choose another output folder") from None
+    except OSError as e:
+        raise CLIError(f"--out {path}: cannot write there ({e.strerror or e}); choose "
+                       "another output folder") from None
+    return out
