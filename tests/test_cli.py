@@ -1,6 +1,10 @@
-"""The command line: info and simulate."""
+"""The command line: info, simulate, output folders, ``python -m``."""
+
+import subprocess
+import sys
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from gradsim_taichi.cli import main
@@ -27,3 +31,25 @@ def test_simulate_writes_trajectory_and_gif(tmp_path, capsys):
 def test_simulate_rejects_bad_frames(capsys):
     assert main(["simulate", "--frames", "0"]) == 2
     assert "must be positive" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["simulate", "--frames", "2"],
+                                     ["estimate", "rigid-mass", "--iters", "1"],
+                                     ["control", "cloth", "--iters", "1"]])
+def test_out_under_a_file_is_a_clear_error(tmp_path, capsys, command):
+    blocker = tmp_path / "some_file"
+    blocker.write_text("not a folder")
+    assert main([*command, "--arch", "cpu", "--out", str(blocker / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert "existing file" in err and "Traceback" not in err
+    assert blocker.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("module", ["gradsim_taichi", "gradsim_taichi.cli"])
+def test_python_dash_m_behaves_like_the_console_script(module):
+    """One CLIError class whichever way the CLI is started (a module run as __main__ and
+    imported again would have two)."""
+    run = subprocess.run([sys.executable, "-m", module, "estimate", "rigid-mass", "--lr", "-1"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert "--lr must be > 0" in run.stderr and "Traceback" not in run.stderr

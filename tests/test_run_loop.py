@@ -1,0 +1,130 @@
+"""The shared run loop on a tiny torch job (no Taichi): iterations, NaN stop, resume
+state (atomic, validated before anything changes), and the reports' atomic writes."""
+
+import math
+
+import pytest
+import torch
+
+from gradsim_taichi import run_loop
+from gradsim_taichi.errors import StateError
+from gradsim_taichi.reports import atomic_path, write_report
+
+
+class Quadratic:
+    """Gradient descent on (x - 3)^2; ``nan_at`` makes that iteration's loss NaN."""
+
+    kept = "value"
+
+    def __init__(self, nan_at=None, name="quadratic"):
+        self.name = name
+        self.x = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
+        self.opt = torch.optim.SGD([self.x], lr=0.1)
+        self.nan_at = nan_at
+
+    def step(self, it):
+        self.opt.zero_grad()
+        loss = (self.x - 3.0) ** 2
+        if it == self.nan_at:
+            loss = loss * float("nan")
+        loss.backward()
+        self.opt.step()  # a NaN step poisons x: the loop must restore it
+        if not torch.isfinite(loss):
+            return "loss"
+        return {"iter": it, "loss": float(loss.detach()), "x": float(self.x.detach())}
+
+    def postfix(self, record):
+        return {"loss": record["loss"]}
+
+    def snapshot(self):
+        return self.x.detach().clone()
+
+    def restore(self, snapshot):
+        with torch.no_grad():
+            self.x.copy_(snapshot)
+
+    def state_dict(self):
+        return {"x": self.x.detach().clone(), "opt": self.opt.state_dict()}
+
+    def load_state_dict(self, state):
+        run_loop.check_saved_tensors({"x": state["x"]})
+        self.restore(state["x"])
+        self.opt.load_state_dict(state["opt"])
+
+
+def test_runs_every_iteration_and_records_history():
+    job = Quadratic()
+    rec = run_loop.run(job, 20, progress=False)
+    assert rec.status == "done" and rec.iterations == 20 and not rec.stopped
+    losses = [h["loss"] for h in rec.history]
+    assert all(b < a for a, b in zip(losses, losses[1:]))
+    assert abs(float(job.x) - 3.0) < 0.1  # 3 (1 - 0.8^20)
+
+
+def test_nan_stops_and_keeps_the_last_good_state():
+    job = Quadratic(nan_at=3)
+    rec = run_loop.run(job, 10, progress=False)
+    assert rec.iterations == 3
+    assert rec.status == "stopped at iteration 3: the loss became NaN/inf; kept the last good value"
+    assert math.isfinite(float(job.x)) and float(job.x) == pytest.approx(rec.history[-1]["x"])
+
+
+def test_resume_equals_an_uninterrupted_run(tmp_path):
+    full = run_loop.run(Quadratic(), 7, out_dir=tmp_path / "full", save_every=1,
+                        progress=False)
+
+    def interrupt(it, record):
+        if it == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_loop.run(Quadratic(), 7, out_dir=tmp_path / "cut", save_every=2,
+                     progress=False, callback=interrupt)
+    job = Quadratic()
+    resumed = run_loop.run(job, 7, out_dir=tmp_path / "cut", resume=True, progress=False)
+    assert resumed.history == full.history
+    assert not list((tmp_path / "cut").glob("*.tmp"))
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"something": 1}, "not a resume state of this version"),
+    ("a string", "not a resume state of this version"),
+    ({"job": "other", "state": {}, "history": [], "iteration": 0, "seconds": 0.0},
+     "saved by 'other'"),
+    ({"job": "quadratic", "state": {}, "history": [], "iteration": 99, "seconds": 0.0},
+     "for a run of 5"),
+    ({"job": "quadratic", "state": {}, "history": [{"loss": float("nan")}], "iteration": 1,
+      "seconds": 0.0}, "not finite"),
+    ({"job": "quadratic", "state": {"x": torch.tensor(float("nan"), dtype=torch.float64)},
+      "history": [], "iteration": 0, "seconds": 0.0}, "holds NaN or inf"),
+    ({"job": "quadratic", "state": {}, "history": [], "iteration": 0, "seconds": 0.0},
+     "'x'"),
+])
+def test_a_bad_resume_state_is_a_clear_error_before_anything_changes(tmp_path, bad, message):
+    torch.save(bad, tmp_path / "state.pt")
+    before = (tmp_path / "state.pt").read_bytes()
+    job = Quadratic()
+    with pytest.raises(StateError, match=message) as e:
+        run_loop.run(job, 5, out_dir=tmp_path, resume=True, progress=False)
+    assert "cannot resume from" in str(e.value) or "saved by" in str(e.value)
+    assert isinstance(e.value, ValueError)
+    assert float(job.x) == 0.0  # untouched
+    assert (tmp_path / "state.pt").read_bytes() == before
+
+
+def test_run_rejects_bad_settings():
+    with pytest.raises(ValueError, match="iters must be a positive integer"):
+        run_loop.run(Quadratic(), 0, progress=False)
+    with pytest.raises(ValueError, match="save_every must be a positive integer"):
+        run_loop.run(Quadratic(), 2, save_every=0, progress=False)
+
+
+def test_an_interrupted_write_leaves_the_old_file(tmp_path):
+    path = write_report(tmp_path / "report.json", {"a": 1}, {"seed": 0})
+    good = path.read_text()
+    with pytest.raises(RuntimeError):
+        with atomic_path(path) as tmp:
+            tmp.write_text("{half")
+            raise RuntimeError("killed")
+    assert path.read_text() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
