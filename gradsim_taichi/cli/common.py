@@ -1,5 +1,6 @@
 """What every command shares: the user-facing error, runtime flags, output folders."""
 
+import math
 import tempfile
 from pathlib import Path
 
@@ -43,3 +44,25 @@ def output_dir(path) -> Path:
         raise CLIError(f"--out {path}: cannot write there ({e.strerror or e}); choose "
                        "another output folder") from None
     return out
+
+
+def add_run_args(p, default_out: str) -> None:
+    """The flags every optimisation run takes (estimate, control), then the runtime's."""
+    p.add_argument("--iters", type=int, default=None, help="iterations (default: the preset's)")
+    p.add_argument("--lr", type=float, default=None,
+                   help="learning rate (default: the preset's)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="draws the initial guess / initialises the policy")
+    p.add_argument("--out", default=None, help=f"output folder (default: {default_out})")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run from OUT/state.pt")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_runtime_args(p)
+
+
+def check_run_args(args) -> None:
+    """Errors for the flags of :func:`add_run_args` that argparse cannot check."""
+    if args.iters is not None and args.iters < 1:
+        raise CLIError(f"--iters must be a positive integer; got {args.iters}")
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        raise CLIError(f"--lr must be > 0; got {args.lr}")

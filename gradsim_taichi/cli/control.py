@@ -5,10 +5,15 @@ policy's rollout beside the target image) in ``--out``, plus ``state.pt`` every 
 iterations so that ``--resume`` continues an interrupted run.
 """
 
-import math
 from pathlib import Path
 
-from gradsim_taichi.cli.common import CLIError, add_runtime_args, init_runtime, output_dir
+from gradsim_taichi.cli.common import (
+    CLIError,
+    add_run_args,
+    check_run_args,
+    init_runtime,
+    output_dir,
+)
 
 
 def add_control_parser(sub) -> None:
@@ -21,19 +26,12 @@ def add_control_parser(sub) -> None:
                     + "; ".join(f"{k}: {v.summary}" for k, v in TASKS.items()),
     )
     p.add_argument("task", help=f"one of: {', '.join(TASKS)}")
-    p.add_argument("--iters", type=int, default=None, help="iterations (default: task's)")
-    p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default: task's)")
-    p.add_argument("--seed", type=int, default=0, help="policy initialisation / initial guess")
     p.add_argument("--policy", choices=["open", "closed", "closed-image"], default="open",
                    help="open loop (time features), closed loop on the state, or closed "
                         "loop on the rendered frame (the policy runs between frames)")
     p.add_argument("--frames", type=int, default=None, help="horizon (default: task's)")
     p.add_argument("--size", type=int, default=None, help="image width = height in pixels")
-    p.add_argument("--out", default=None, help="output folder (default: results/control-TASK)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run from OUT/state.pt")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_runtime_args(p)
+    add_run_args(p, "results/control-TASK")
     p.set_defaults(func=cmd_control)
 
 
@@ -44,10 +42,7 @@ def cmd_control(args) -> int:
 
     if args.task not in TASKS:
         raise CLIError(f"unknown control task {args.task!r}; choose one of: {', '.join(TASKS)}")
-    if args.iters is not None and args.iters < 1:
-        raise CLIError(f"--iters must be a positive integer; got {args.iters}")
-    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
-        raise CLIError(f"--lr must be a positive number; got {args.lr}")
+    check_run_args(args)
     if args.frames is not None and args.frames < 1:
         raise CLIError(f"--frames must be a positive integer; got {args.frames}")
     if args.size is not None and not 8 <= args.size <= 1024:

@@ -4,7 +4,13 @@ Writes ``report.json``, ``loss.png``, ``compare.mp4`` and ``compare.gif`` in ``-
 plus ``state.pt`` every few iterations so that ``--resume`` continues an interrupted run.
 """
 
-from gradsim_taichi.cli.common import CLIError, add_runtime_args, init_runtime, output_dir
+from gradsim_taichi.cli.common import (
+    CLIError,
+    add_run_args,
+    check_run_args,
+    init_runtime,
+    output_dir,
+)
 
 
 def add_estimate_parser(sub) -> None:
@@ -23,24 +29,17 @@ def add_estimate_parser(sub) -> None:
     p.add_argument("--target", default=None,
                    help="target video (MP4, GIF or a folder of PNGs); default: rendered "
                         "from the scene's ground truth")
-    p.add_argument("--iters", type=int, default=None, help="iterations (default: scene's)")
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: scene's)")
     p.add_argument("--optimizer", choices=KINDS, default=None)
     p.add_argument("--frame-stride", type=int, default=1)
     p.add_argument("--blur", type=float, default=None,
                    help="Gaussian blur (pixels) of both videos before the loss; widens the "
                         "basin, keeps the minimum (default: the scene's)")
-    p.add_argument("--seed", type=int, default=0, help="draws the initial guess")
     p.add_argument("--supervision", choices=["video", "3d"], default="video")
-    p.add_argument("--out", default=None, help="output folder (default: results/SCENE)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run from OUT/state.pt")
     p.add_argument("--frames", type=int, default=None,
                    help="override the scene's frame count (default: the preset's)")
     p.add_argument("--resolution", type=int, default=None,
                    help="override the rendered image size, square (default: the preset's)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_runtime_args(p)
+    add_run_args(p, "results/SCENE")
     p.set_defaults(func=cmd_estimate)
 
 
@@ -53,10 +52,7 @@ def cmd_estimate(args) -> int:
 
     if args.scene not in SCENES:
         raise CLIError(f"unknown scene {args.scene!r}; choose one of: {', '.join(SCENES)}")
-    if args.iters is not None and args.iters < 1:
-        raise CLIError(f"--iters must be a positive integer; got {args.iters}")
-    if args.lr is not None and not args.lr > 0:
-        raise CLIError(f"--lr must be > 0; got {args.lr}")
+    check_run_args(args)
     if args.frame_stride < 1:
         raise CLIError(f"--frame-stride must be a positive integer; got {args.frame_stride}")
     if args.blur is not None and not args.blur >= 0:
