@@ -40,7 +40,8 @@ class ControlResult:
         final_distance: centre-of-mass distance [m] of the trained policy's rollout.
         final_loss: its loss.
         start_distance: distance of the initial configuration to the goal [m].
-        iterations, seconds, status (``"done"`` or why it stopped), reached (distance
+        iterations, seconds, status (``"done"``, ``"stopped"``, ``"diverged"``; see
+        :mod:`gradsim_taichi.run_loop`) and message (why it ended), reached (distance
         below the task's reach fraction of the start distance).
         final_image, final_rollout: the trained policy's last frame and rollout.
     """
@@ -52,6 +53,7 @@ class ControlResult:
     iterations: int = 0
     seconds: float = 0.0
     status: str = "done"
+    message: str = "done"
     reached: bool = False
     final_image: torch.Tensor | None = None
     final_rollout: dict | None = None
@@ -135,10 +137,11 @@ def train(task, policy=None, iters: int | None = None, lr: float | None = None,
     result = ControlResult(history=run.history, final_distance=final["distance"],
                            final_loss=final["loss"], start_distance=task.start_distance,
                            iterations=run.iterations, seconds=run.seconds,
-                           status=run.status, reached=task.reached(final["distance"]),
+                           status=run.status, message=run.message,
+                           reached=task.reached(final["distance"]),
                            final_image=final["image"], final_rollout=final["rollout"])
     if run.stopped:
-        raise ControlError(run.status, result)
+        raise ControlError(run.message, result)
     return result
 
 
@@ -182,6 +185,13 @@ class _Training:
     def postfix(self, record):
         return {"loss": f"{record['loss']:.3e}", "dist": f"{record['distance']:.3f}"}
 
+    def new_objective(self, it):
+        return False
+
+    def divergence_hint(self):
+        return ("a learning rate too large (lr), or actions too strong for the substeps "
+                "(the explicit integrator blows up)")
+
     def snapshot(self):
         return {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
 
@@ -218,6 +228,7 @@ def write_report(path, task, result: ControlResult, settings: dict):
     body = {
         "task": task.name,
         "status": result.status,
+        "message": result.message,
         "final_distance": result.final_distance,
         "final_loss": result.final_loss,
         "start_distance": result.start_distance,

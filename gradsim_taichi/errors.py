@@ -34,3 +34,7 @@ class ControlError(RunError):
 
 class StateError(GradsimError, ValueError):
     """A resume state (``state.pt``) that cannot be used; the message says why."""
+
+
+class OutputLockedError(GradsimError, RuntimeError):
+    """Another running process holds the output folder (its ``.lock``)."""

@@ -39,7 +39,9 @@ class EstimationResult:
         true: the ground truth where the scene knows it.
         history: per iteration ``{"iter", "loss", name: value...}`` (scalars, or the mean
             for vector parameters).
-        iterations, seconds, status (``"done"`` or the reason it stopped).
+        iterations, seconds.
+        status: ``"done"``, ``"stopped"`` (NaN/inf) or ``"diverged"`` (see
+            :mod:`gradsim_taichi.run_loop`); message: why the run ended.
     """
 
     params: dict
@@ -49,6 +51,7 @@ class EstimationResult:
     iterations: int = 0
     seconds: float = 0.0
     status: str = "done"
+    message: str = "done"
 
     def errors(self) -> dict:
         """Per parameter: mean absolute error and mean absolute relative error."""
@@ -182,9 +185,10 @@ def estimate(
         iterations=run.iterations,
         seconds=run.seconds,
         status=run.status,
+        message=run.message,
     )
     if run.stopped:
-        raise EstimationError(run.status, result)
+        raise EstimationError(run.message, result)
     return result
 
 
@@ -325,6 +329,13 @@ class _Fit:
     def postfix(self, record):
         return {"loss": f"{record['loss']:.3e}"}
 
+    def new_objective(self, it):
+        return self.stages.starts_new_objective(it)
+
+    def divergence_hint(self):
+        return ("a learning rate too large for this optimiser (lr), or values so stiff "
+                "for the substeps that the explicit integrator blows up (more substeps)")
+
     def snapshot(self):
         return {n: t.detach().clone() for n, t in self.u.items()}
 
@@ -379,7 +390,8 @@ def write_report(path, scene: Scene, result: EstimationResult, settings: dict):
             entry["true"] = jsonable(result.true[n])
             entry.update(errors[n])
         per_param[n] = entry
-    body = {"scene": scene.name, "status": result.status, "params": per_param,
+    body = {"scene": scene.name, "status": result.status, "message": result.message,
+            "params": per_param,
             "loss_history": [h["loss"] for h in result.history], "history": result.history,
             "iterations": result.iterations, "seconds": result.seconds}
     return _write_report(path, body, settings)

@@ -2,15 +2,23 @@
 
 A *job* (see :class:`Job`) knows how to take one optimisation step and how to save and
 restore its own state; :func:`run` does the rest: the iterations with a progress bar,
-the NaN/inf stop that keeps the last good state, the resume state ``state.pt`` (written
-atomically every few iterations and validated whole before a resumed run touches
-anything), timing and the per-iteration callback.
+the NaN/inf stop that keeps the last good state, the divergence stop that keeps the
+best one, the resume state ``state.pt`` (written atomically every few iterations and
+validated whole before a resumed run touches anything), a lock on the output folder,
+timing and the per-iteration callback.
+
+A run ends with a status: ``"done"``, ``"stopped"`` (the loss or the gradient became
+NaN/inf) or ``"diverged"`` (the loss rose :data:`DIVERGENCE_FACTOR` times above its best
+for :data:`DIVERGENCE_PATIENCE` iterations in a row); the CLI exits with 3 for the
+last two.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,9 +26,19 @@ from typing import Any, Protocol
 import torch
 from tqdm.auto import tqdm
 
-from gradsim_taichi.errors import StateError
+from gradsim_taichi.errors import OutputLockedError, StateError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no folder locks
+    fcntl = None
 
 STATE_FILE = "state.pt"
+LOCK_FILE = ".lock"
+# Within one objective (a stage of growing horizons starts a new one) a loss this many
+# times above its best, this many iterations in a row, is divergence, not noise.
+DIVERGENCE_FACTOR = 1e3
+DIVERGENCE_PATIENCE = 3
 
 
 class Job(Protocol):
@@ -50,15 +68,24 @@ class Job(Protocol):
     def postfix(self, record: dict) -> dict:
         """What the progress bar shows after an iteration."""
 
+    def new_objective(self, iteration: int) -> bool:
+        """Whether the objective changes at ``iteration`` (losses before and after are
+        not comparable, so the best loss is tracked anew)."""
+
+    def divergence_hint(self) -> str:
+        """The likely causes of a divergence, for the message."""
+
 
 @dataclass
 class RunRecord:
     """What :func:`run` did: the history (one record per finished iteration), the time
-    spent (resumed runs included) and the status: ``"done"`` or why it stopped."""
+    spent (resumed runs included), the status (``"done"``, ``"stopped"``,
+    ``"diverged"``) and a message saying why it ended."""
 
     history: list = field(default_factory=list)
     seconds: float = 0.0
     status: str = "done"
+    message: str = "done"
 
     @property
     def iterations(self) -> int:
@@ -75,7 +102,7 @@ def run(job: Job, iters: int, out_dir=None, resume: bool = False, save_every: in
 
     Args:
         out_dir: where ``state.pt`` is saved every ``save_every`` iterations and after the
-            last one (None: nowhere).
+            last one (None: nowhere); the folder is locked for the run (:func:`locked`).
         resume: continue from ``out_dir/state.pt`` when it exists.
         callback: ``callback(iteration, record)`` after every finished iteration.
     """
@@ -83,24 +110,42 @@ def run(job: Job, iters: int, out_dir=None, resume: bool = False, save_every: in
         raise ValueError(f"iters must be a positive integer; got {iters!r}")
     if isinstance(save_every, bool) or int(save_every) != save_every or save_every < 1:
         raise ValueError(f"save_every must be a positive integer; got {save_every!r}")
+    with locked(out_dir):
+        return _run(job, iters, out_dir, resume, save_every, progress, callback, desc)
+
+
+def _run(job, iters, out_dir, resume, save_every, progress, callback, desc) -> RunRecord:
     state_path = Path(out_dir) / STATE_FILE if out_dir is not None else None
     record = RunRecord()
     start = 0
     if resume and state_path is not None and state_path.exists():
         start, record.history, record.seconds = load_state(state_path, job, iters)
     seconds_before = record.seconds
+    best = _Best()
     t0 = time.perf_counter()
     bar = tqdm(range(start, iters), desc=desc or job.name, disable=not progress,
                initial=start, total=iters)
     for it in bar:
+        if job.new_objective(it):
+            best = _Best()
         before = job.snapshot()
         outcome = job.step(it)
         if isinstance(outcome, str):
             job.restore(before)
-            record.status = (f"stopped at iteration {it}: the {outcome} became NaN/inf; "
-                             f"kept the last good {job.kept}")
+            record.status = "stopped"
+            record.message = (f"stopped at iteration {it}: the {outcome} became NaN/inf; "
+                              f"kept the last good {job.kept}")
             break
         record.history.append(outcome)
+        if best.diverged(outcome["loss"], before, it):
+            job.restore(best.snapshot)
+            record.status = "diverged"
+            record.message = (
+                f"diverged at iteration {it}: the loss rose from its best {best.loss:.3g} "
+                f"(iteration {best.iteration}) to {outcome['loss']:.3g}; kept the best "
+                f"{job.kept}, from before iteration {best.iteration}. Likely causes: "
+                f"{job.divergence_hint()}")
+            break
         bar.set_postfix(job.postfix(outcome))
         done = it + 1
         record.seconds = seconds_before + time.perf_counter() - t0
@@ -111,6 +156,61 @@ def run(job: Job, iters: int, out_dir=None, resume: bool = False, save_every: in
     bar.close()
     record.seconds = seconds_before + time.perf_counter() - t0
     return record
+
+
+class _Best:
+    """The best loss of the current objective, the state it was evaluated at, and how
+    many iterations in a row the loss has been far above it."""
+
+    def __init__(self):
+        self.loss, self.snapshot, self.iteration, self.above = math.inf, None, -1, 0
+
+    def diverged(self, loss: float, snapshot, iteration: int) -> bool:
+        """Record the loss evaluated at ``snapshot``; True once it is divergence."""
+        if loss < self.loss:
+            self.loss, self.snapshot, self.iteration, self.above = loss, snapshot, iteration, 0
+            return False
+        self.above = self.above + 1 if loss > DIVERGENCE_FACTOR * self.loss else 0
+        return self.above >= DIVERGENCE_PATIENCE
+
+
+_held: dict = {}  # lock path -> open file, for the locks this process holds
+
+
+@contextmanager
+def locked(out_dir):
+    """Hold an exclusive lock on ``out_dir/.lock`` while the block runs, so that two runs
+    do not write into one folder at once; the second gets :class:`OutputLockedError`
+    naming the first's process. The operating system releases the lock when its process
+    ends, however it ends (no stale locks). Re-entrant within a process (the CLI holds
+    it around a run and the writing of its outputs). ``None``: no folder, no lock."""
+    if out_dir is None or fcntl is None:
+        yield
+        return
+    path = (Path(out_dir) / LOCK_FILE).resolve()
+    if path in _held:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        owner = f.read().strip() or "unknown"
+        f.close()
+        raise OutputLockedError(f"{out_dir} is in use by another run (process {owner}); "
+                                "wait for it, or choose another output folder") from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    _held[path] = f
+    try:
+        yield
+    finally:
+        del _held[path]
+        f.close()  # releases the lock; the file stays (removing it would race)
 
 
 def save_state(path: Path, job: Job, history: list, iteration: int, seconds: float) -> None:

@@ -60,3 +60,44 @@ def test_target_that_does_not_fit_the_scene(tmp_path, capsys, frames, size, mess
                  str(tmp_path / "o"), *SMALL]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_diverging_run_stops_with_the_best_state_and_exit_3(tmp_path, capsys):
+    """An absurd learning rate: the loss jumps 1e6x (the explicit integrator's blow-up
+    penalty) and stays there; the run stops as diverged, keeps the best estimate (the
+    initial guess here), still writes every output, and says why."""
+    out = tmp_path / "run"
+    argv = ["estimate", "rigid-mass", "--frames", "8", "--resolution", "16", "--optimizer",
+            "adam", "--lr", "1e3", "--arch", "cpu", "--quiet", "--out", str(out)]
+    assert main(argv) == 3
+    report = json.loads((out / "report.json").read_text())
+    assert report["status"] == "diverged" and "learning rate" in report["message"]
+    mass = report["params"]["mass"]
+    assert mass["estimate"] == pytest.approx(mass["init"], rel=1e-12)
+    assert report["iterations"] < 10
+    for name in ("loss.png", "compare.mp4", "compare.gif"):
+        assert (out / name).stat().st_size > 500
+    assert "diverged at iteration" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("state", [{"names": ["mass"]}, [1, 2, 3], "garbage"])
+def test_a_damaged_resume_state_is_exit_2_and_leaves_every_output(tmp_path, capsys, state):
+    out = tmp_path / "run"
+    assert main(["estimate", "rigid-mass", "--iters", "2", "--out", str(out), *SMALL]) == 0
+    before = _outputs(out)
+    if state == "garbage":
+        (out / "state.pt").write_bytes(b"\x00garbage")
+    else:
+        import torch
+
+        torch.save(state, out / "state.pt")
+    capsys.readouterr()
+    assert main(["estimate", "rigid-mass", "--iters", "3", "--resume", "--out", str(out),
+                 *SMALL]) == 2
+    err = capsys.readouterr().err
+    assert "cannot resume from" in err and "Traceback" not in err
+    assert _outputs(out) == before
+
+
+def _outputs(out):
+    return {p.name: p.read_bytes() for p in out.iterdir() if p.name not in ("state.pt", ".lock")}

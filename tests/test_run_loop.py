@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gradsim_taichi import run_loop
-from gradsim_taichi.errors import StateError
+from gradsim_taichi.errors import OutputLockedError, StateError
 from gradsim_taichi.reports import atomic_path, write_report
 
 
@@ -36,6 +36,12 @@ class Quadratic:
     def postfix(self, record):
         return {"loss": record["loss"]}
 
+    def new_objective(self, it):
+        return False
+
+    def divergence_hint(self):
+        return "the step size"
+
     def snapshot(self):
         return self.x.detach().clone()
 
@@ -58,15 +64,17 @@ def test_runs_every_iteration_and_records_history():
     assert rec.status == "done" and rec.iterations == 20 and not rec.stopped
     losses = [h["loss"] for h in rec.history]
     assert all(b < a for a, b in zip(losses, losses[1:]))
-    assert abs(float(job.x) - 3.0) < 0.1  # 3 (1 - 0.8^20)
+    assert abs(float(job.x.detach()) - 3.0) < 0.1  # 3 (1 - 0.8^20)
 
 
 def test_nan_stops_and_keeps_the_last_good_state():
     job = Quadratic(nan_at=3)
     rec = run_loop.run(job, 10, progress=False)
-    assert rec.iterations == 3
-    assert rec.status == "stopped at iteration 3: the loss became NaN/inf; kept the last good value"
-    assert math.isfinite(float(job.x)) and float(job.x) == pytest.approx(rec.history[-1]["x"])
+    assert rec.iterations == 3 and rec.status == "stopped"
+    assert rec.message == ("stopped at iteration 3: the loss became NaN/inf; kept the last "
+                           "good value")
+    x = float(job.x.detach())
+    assert math.isfinite(x) and x == pytest.approx(rec.history[-1]["x"])
 
 
 def test_resume_equals_an_uninterrupted_run(tmp_path):
@@ -108,7 +116,7 @@ def test_a_bad_resume_state_is_a_clear_error_before_anything_changes(tmp_path, b
         run_loop.run(job, 5, out_dir=tmp_path, resume=True, progress=False)
     assert "cannot resume from" in str(e.value) or "saved by" in str(e.value)
     assert isinstance(e.value, ValueError)
-    assert float(job.x) == 0.0  # untouched
+    assert float(job.x.detach()) == 0.0  # untouched
     assert (tmp_path / "state.pt").read_bytes() == before
 
 
@@ -128,3 +136,50 @@ def test_an_interrupted_write_leaves_the_old_file(tmp_path):
             raise RuntimeError("killed")
     assert path.read_text() == good
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+def test_divergence_stops_and_keeps_the_best_state():
+    """Gradient ascent in disguise: the step overshoots more every time, so the loss grows
+    without bound; the loop stops after DIVERGENCE_PATIENCE iterations far above the best
+    and restores the state the best loss was evaluated at."""
+    job = Quadratic()
+    job.opt = torch.optim.SGD([job.x], lr=5.0)  # x -> 3 - 9 (x - 3): |error| x9 per step
+    rec = run_loop.run(job, 50, progress=False)
+    assert rec.status == "diverged" and "the step size" in rec.message
+    # losses 9 * 81^k: above 1e3 x 9 from k = 2 on, then PATIENCE iterations in a row
+    assert rec.iterations == 2 + run_loop.DIVERGENCE_PATIENCE
+    assert float(job.x.detach()) == 0.0  # the start, where the best loss (9) was evaluated
+    assert "kept the best value, from before iteration 0" in rec.message
+
+
+def test_a_new_objective_resets_the_best_loss():
+    class Staged(Quadratic):
+        def step(self, it):  # the loss jumps 1e6x at iteration 5 (more frames, say)
+            record = super().step(it)
+            record["loss"] *= 1e6 if it >= 5 else 1.0
+            return record
+
+        def new_objective(self, it):
+            return it == 5
+
+    assert run_loop.run(Staged(), 12, progress=False).status == "done"
+
+
+def test_one_run_per_output_folder(tmp_path):
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom gradsim_taichi.run_loop import locked\n"
+         "with locked(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)",
+         str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(OutputLockedError, match=f"in use by another run .process {holder.pid}"):
+            run_loop.run(Quadratic(), 2, out_dir=tmp_path, progress=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    # the lock died with its process: the folder is free again, and re-entrant here
+    with run_loop.locked(tmp_path):
+        assert run_loop.run(Quadratic(), 2, out_dir=tmp_path, progress=False).status == "done"

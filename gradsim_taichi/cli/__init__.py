@@ -5,9 +5,11 @@
     gradsim-taichi simulate         the built-in spring net (cli/simulate.py)
     gradsim-taichi info             versions and what the runtime picks
 
-Parsing and printing only: the work is done by the package's modules. A user-facing
-error (:class:`CLIError`, or a ``ValueError`` the jobs raise on bad input) is printed as
-one line, exit status 2.
+Parsing and printing only: the work is done by the package's modules. Exit status: 0
+done; 2 bad input (:class:`CLIError`, a ``ValueError`` the jobs raise, a damaged resume
+state, an output folder another run holds), printed as one line without a traceback;
+3 a run that stopped early (NaN/inf) or diverged, its outputs written with the last
+good (NaN) or the best (divergence) state; 130 interrupted.
 """
 
 import argparse
@@ -50,10 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    from gradsim_taichi.errors import OutputLockedError
+
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except CLIError as e:
+    except (CLIError, OutputLockedError) as e:
         print(f"gradsim-taichi: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -14,6 +14,7 @@ from gradsim_taichi.cli.common import (
     init_runtime,
     output_dir,
 )
+from gradsim_taichi.run_loop import locked
 
 
 def add_control_parser(sub) -> None:
@@ -61,34 +62,35 @@ def cmd_control(args) -> int:
     if args.size is not None:
         overrides["width"] = overrides["height"] = args.size
     out = output_dir(out)
-    init_runtime(args)
-    task = make_task(args.task, **overrides)
-    iters = args.iters or task.iters
-    lr = args.lr or task.lr
-    settings = dict(task=args.task, iters=iters, lr=lr, optimizer="adam", lr_decay=0.1,
-                    seed=args.seed,
-                    policy=args.policy, frames=task.frames, substeps=task.substeps,
-                    fps=task.fps, width=task.width, height=task.height,
-                    goal_offset=list(getattr(task, "goal_offset", ())))
-    status = 0
-    try:
-        result = train(task, iters=iters, lr=lr, seed=args.seed, out_dir=out,
-                       resume=args.resume, progress=not args.quiet,
-                       closed_loop=args.policy != "open")
-    except ValueError as e:
-        raise CLIError(str(e)) from None
-    except ControlError as e:
-        print(f"gradsim-taichi: {e}")
-        result, status = e.result, 3
-    settings["random_baseline_distance"] = random_baseline(task, seed=args.seed)
-    paths = write_outputs(out, task, result, settings)
-    print(f"{args.task}: centre-of-mass distance {result.start_distance:.4f} m -> "
-          f"{result.final_distance:.4f} m after {result.iterations} iterations "
-          f"({result.seconds:.1f} s); random actuation: "
-          f"{settings['random_baseline_distance']:.4f} m")
-    print(f"report: {paths['report']}\nplot:   {paths['plot']}")
-    if "video" in paths:
-        print(f"video:  {paths['video']} (and {paths['gif'].name})")
-    else:
-        print("video:  none (the final rollout is not finite)")
-    return status
+    with locked(out):  # one run per output folder, outputs included
+        init_runtime(args)
+        task = make_task(args.task, **overrides)
+        iters = args.iters or task.iters
+        lr = args.lr or task.lr
+        settings = dict(task=args.task, iters=iters, lr=lr, optimizer="adam", lr_decay=0.1,
+                        seed=args.seed,
+                        policy=args.policy, frames=task.frames, substeps=task.substeps,
+                        fps=task.fps, width=task.width, height=task.height,
+                        goal_offset=list(getattr(task, "goal_offset", ())))
+        status = 0
+        try:
+            result = train(task, iters=iters, lr=lr, seed=args.seed, out_dir=out,
+                           resume=args.resume, progress=not args.quiet,
+                           closed_loop=args.policy != "open")
+        except ValueError as e:
+            raise CLIError(str(e)) from None
+        except ControlError as e:
+            print(f"gradsim-taichi: {e}")
+            result, status = e.result, 3
+        settings["random_baseline_distance"] = random_baseline(task, seed=args.seed)
+        paths = write_outputs(out, task, result, settings)
+        print(f"{args.task}: centre-of-mass distance {result.start_distance:.4f} m -> "
+              f"{result.final_distance:.4f} m after {result.iterations} iterations "
+              f"({result.seconds:.1f} s); random actuation: "
+              f"{settings['random_baseline_distance']:.4f} m")
+        print(f"report: {paths['report']}\nplot:   {paths['plot']}")
+        if "video" in paths:
+            print(f"video:  {paths['video']} (and {paths['gif'].name})")
+        else:
+            print("video:  none (the final rollout is not finite)")
+        return status

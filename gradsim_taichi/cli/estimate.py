@@ -11,6 +11,7 @@ from gradsim_taichi.cli.common import (
     init_runtime,
     output_dir,
 )
+from gradsim_taichi.run_loop import locked
 
 
 def add_estimate_parser(sub) -> None:
@@ -85,42 +86,43 @@ def cmd_estimate(args) -> int:
         except (FileNotFoundError, ValueError) as e:
             raise CLIError(str(e)) from None
     out = output_dir(args.out or f"results/{args.scene}")
-    init_runtime(args)
-    iters = args.iters or scene.iters
-    lr = args.lr or scene.lr
-    optimizer = args.optimizer or scene.optimizer
-    blur = scene.blur if args.blur is None else args.blur
-    settings = dict(scene=args.scene, params=list(names), target=args.target, iters=iters,
-                    lr=lr, optimizer=optimizer, blur=blur, frame_stride=args.frame_stride,
-                    seed=args.seed, supervision=args.supervision, frames=scene.frames,
-                    substeps=scene.substeps, fps=scene.fps, width=scene.width,
-                    height=scene.height)
-    scene.ensure_built()
-    if target_video is None:
-        target = render_target(scene, args.supervision)
-    else:
-        target = target_video.to(torch.float64)
-    status = 0
-    try:
-        result = estimate(scene, target, params=names, iters=iters, lr=lr,
-                          optimizer=optimizer, frame_stride=args.frame_stride, blur=blur,
-                          supervision=args.supervision, seed=args.seed, out_dir=out,
-                          resume=args.resume, progress=not args.quiet)
-    except ValueError as e:
-        raise CLIError(str(e)) from None
-    except EstimationError as e:
-        print(f"gradsim-taichi: {e}")
-        result, status = e.result, 3
-    paths = write_outputs(out, scene, result, target, settings, args.supervision)
-    errors = result.errors()
-    for n, est in result.params.items():
-        line = f"{n:>14}: estimate {_fmt(est)}  init {_fmt(result.init[n])}"
-        if n in errors:
-            line += f"  true {_fmt(result.true[n])}  rel.err {errors[n]['rel_err']:.2e}"
-        print(line)
-    print(f"report: {paths['report']}\nplot:   {paths['plot']}\n"
-          f"video:  {paths['video']} (and {paths['gif'].name})")
-    return status
+    with locked(out):  # one run per output folder, outputs included
+        init_runtime(args)
+        iters = args.iters or scene.iters
+        lr = args.lr or scene.lr
+        optimizer = args.optimizer or scene.optimizer
+        blur = scene.blur if args.blur is None else args.blur
+        settings = dict(scene=args.scene, params=list(names), target=args.target, iters=iters,
+                        lr=lr, optimizer=optimizer, blur=blur, frame_stride=args.frame_stride,
+                        seed=args.seed, supervision=args.supervision, frames=scene.frames,
+                        substeps=scene.substeps, fps=scene.fps, width=scene.width,
+                        height=scene.height)
+        scene.ensure_built()
+        if target_video is None:
+            target = render_target(scene, args.supervision)
+        else:
+            target = target_video.to(torch.float64)
+        status = 0
+        try:
+            result = estimate(scene, target, params=names, iters=iters, lr=lr,
+                              optimizer=optimizer, frame_stride=args.frame_stride, blur=blur,
+                              supervision=args.supervision, seed=args.seed, out_dir=out,
+                              resume=args.resume, progress=not args.quiet)
+        except ValueError as e:
+            raise CLIError(str(e)) from None
+        except EstimationError as e:
+            print(f"gradsim-taichi: {e}")
+            result, status = e.result, 3
+        paths = write_outputs(out, scene, result, target, settings, args.supervision)
+        errors = result.errors()
+        for n, est in result.params.items():
+            line = f"{n:>14}: estimate {_fmt(est)}  init {_fmt(result.init[n])}"
+            if n in errors:
+                line += f"  true {_fmt(result.true[n])}  rel.err {errors[n]['rel_err']:.2e}"
+            print(line)
+        print(f"report: {paths['report']}\nplot:   {paths['plot']}\n"
+              f"video:  {paths['video']} (and {paths['gif'].name})")
+        return status
 
 
 def _fmt(x) -> str:
