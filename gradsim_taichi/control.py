@@ -188,6 +188,9 @@ class _Training:
     def new_objective(self, it):
         return False
 
+    def converged(self, it, record):
+        return None  # Adam on a goal image: every iteration is run
+
     def divergence_hint(self):
         return ("a learning rate too large (lr), or actions too strong for the substeps "
                 "(the explicit integrator blows up)")

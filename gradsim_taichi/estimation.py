@@ -25,6 +25,11 @@ from gradsim_taichi.reports import jsonable, plot_history, save_compare_videos
 from gradsim_taichi.reports import write_report as _write_report
 from gradsim_taichi.scenes.base import Scene
 
+# estimate(tol=...): iterations in a row within the tolerance before stopping early (an
+# L-BFGS step whose line search failed moves nothing once, then restarts its memory and
+# moves again unless it is at the minimum)
+CONVERGED_PATIENCE = 2
+
 __all__ = ["estimate", "render_target", "check_target", "blur_frames", "write_report",
            "EstimationResult", "EstimationError"]
 
@@ -96,6 +101,7 @@ def estimate(
     warmup: tuple | None = None,
     coarse_iters: int | None = None,
     blur: float | None = None,
+    tol: float = 1e-10,
 ) -> EstimationResult:
     """Estimate physical parameters of ``scene`` from ``target_frames``.
 
@@ -140,6 +146,11 @@ def estimate(
             the pixel loss is rough at the pixel scale and its local slope can point
             away from the truth; blurred, its basin is as wide as the blur. The minimum
             does not move (equal videos blur equally).
+        tol: stop early, once every stage has begun, when for
+            :data:`CONVERGED_PATIENCE` iterations in a row no learned value (log-values
+            for positive parameters) moved by more than ``tol * max(1, |value|)`` and the
+            loss changed by less than ``tol`` times its value at the start of the stage
+            (the optimiser has nothing left to do). 0: always run every iteration.
     """
     names = list(params) if params else list(scene.default_params)
     iters = scene.iters if iters is None else iters
@@ -164,12 +175,14 @@ def estimate(
     if optimizer == "lm" and loss != "mse":
         raise ValueError("optimizer 'lm' fits the residuals of the MSE; it cannot use a "
                          "custom loss")
+    if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol >= 0):
+        raise ValueError(f"tol must be a number >= 0; got {tol!r}")
     loss_fn = get_loss(loss)
     scene.ensure_built()
     target = check_target(scene, target_frames, supervision)
     init = _initial_values(scene, names, init, seed)
     fit = _Fit(scene, target, names, init, optimizer, lr, iters, stages, blur, supervision,
-               loss_fn)
+               loss_fn, tol)
 
     def after_step(it, record):
         if callback is not None:
@@ -213,11 +226,13 @@ class _Fit:
     kept = "estimate"
 
     def __init__(self, scene, target, names, init, optimizer, lr, iters, stages, blur,
-                 supervision, loss_fn):
+                 supervision, loss_fn, tol):
         self.name = f"estimate {scene.name}"
         self.scene, self.target, self.names, self.init = scene, target, names, init
         self.stages, self.blur, self.supervision = stages, blur, supervision
-        self.loss_fn, self.kind = loss_fn, optimizer
+        self.loss_fn, self.kind, self.tol = loss_fn, optimizer, tol
+        self.still = 0  # iterations in a row within the tolerance
+        self.last_loss = None  # normalised loss of the previous iteration
         self.specs = {n: scene.params[n] for n in names}
         self.compared = blur_frames(target, blur)
         self.u = {n: _to_param(self.specs[n], init[n]) for n in names}
@@ -310,7 +325,7 @@ class _Fit:
         self.iteration = it
         if self.stages.starts_new_objective(it):
             self.opt.restart()
-            self.scale = None
+            self.scale, self.still, self.last_loss = None, 0, None
         self.rendered = None
         before = self.snapshot()
         self.evaluated = {n: _from_param(self.specs[n], before[n]) for n in self.names}
@@ -321,6 +336,7 @@ class _Fit:
                     self.u[n].copy_(self.anchor[n] + _project(q, self.u[n] - self.anchor[n]))
         if not finite:
             return "loss" if not torch.isfinite(value).all() else "gradient"
+        self._track_change(before, float(value))
         record = {"iter": it, "loss": float(value / self.scale)}
         for n in self.names:
             record[n] = float(self.evaluated[n].mean())
@@ -331,6 +347,21 @@ class _Fit:
 
     def new_objective(self, it):
         return self.stages.starts_new_objective(it)
+
+    def _track_change(self, before, normalised_loss):
+        moved = max(float(((self.u[n].detach() - b).abs() / b.abs().clamp(min=1.0)).max())
+                    for n, b in before.items())
+        same_loss = (self.last_loss is not None
+                     and abs(normalised_loss - self.last_loss) <= self.tol)
+        self.still = self.still + 1 if moved <= self.tol and same_loss else 0
+        self.last_loss = normalised_loss
+
+    def converged(self, it, record):
+        if self.tol > 0 and self.stages.final(it) and self.still >= CONVERGED_PATIENCE:
+            return (f"converged at iteration {it}: for {self.still} iterations no value "
+                    f"moved by more than {self.tol:g} (relative) and the loss did not "
+                    f"change by more than {self.tol:g} of its value at the stage's start")
+        return None
 
     def divergence_hint(self):
         return ("a learning rate too large for this optimiser (lr), or values so stiff "

@@ -109,6 +109,11 @@ class Stages:
     def coarse(self, iteration: int) -> bool:
         return iteration < self.coarse_iters
 
+    def final(self, iteration: int) -> bool:
+        """Whether ``iteration`` fits the final objective (every horizon and the coarse
+        stage behind it)."""
+        return iteration >= max(self.ends[-1] if self.ends else 0, self.coarse_iters)
+
     def starts_new_objective(self, iteration: int) -> bool:
         """A horizon or the coarse stage ends here: optimiser memory of the old objective
         misleads, and the loss scale is measured again."""

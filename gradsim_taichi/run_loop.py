@@ -7,7 +7,8 @@ best one, the resume state ``state.pt`` (written atomically every few iterations
 validated whole before a resumed run touches anything), a lock on the output folder,
 timing and the per-iteration callback.
 
-A run ends with a status: ``"done"``, ``"stopped"`` (the loss or the gradient became
+A run ends with a status: ``"done"`` (every iteration, or the job's convergence test
+passed early: the message says which), ``"stopped"`` (the loss or the gradient became
 NaN/inf) or ``"diverged"`` (the loss rose :data:`DIVERGENCE_FACTOR` times above its best
 for :data:`DIVERGENCE_PATIENCE` iterations in a row); the CLI exits with 3 for the
 last two.
@@ -74,6 +75,10 @@ class Job(Protocol):
 
     def divergence_hint(self) -> str:
         """The likely causes of a divergence, for the message."""
+
+    def converged(self, iteration: int, record: dict) -> str | None:
+        """After a finished iteration: a message when the job's tolerance is met (the run
+        then ends early, status ``"done"``), else None."""
 
 
 @dataclass
@@ -149,10 +154,14 @@ def _run(job, iters, out_dir, resume, save_every, progress, callback, desc) -> R
         bar.set_postfix(job.postfix(outcome))
         done = it + 1
         record.seconds = seconds_before + time.perf_counter() - t0
-        if state_path is not None and (done % save_every == 0 or done == iters):
+        converged = job.converged(it, outcome)
+        if state_path is not None and (done % save_every == 0 or done == iters or converged):
             save_state(state_path, job, record.history, done, record.seconds)
         if callback is not None:
             callback(it, outcome)
+        if converged:
+            record.message = converged
+            break
     bar.close()
     record.seconds = seconds_before + time.perf_counter() - t0
     return record

@@ -247,3 +247,18 @@ def test_the_same_estimation_twice_is_bitwise_equal(threads):
         assert all(np.array_equal(p1[n], p2[n]) for n in p1)
     finally:
         gs.init(arch="cpu", precision="f64")
+
+
+def test_a_converged_run_stops_early_and_says_so(scene):
+    target = render_target(scene)
+    kw = dict(params=["velocity"], iters=40, lr=0.5, optimizer="lm", progress=False,
+              init={"velocity": np.array([0.6, 0.3, -0.3])})
+    r = estimate(scene, target, **kw)
+    assert r.status == "done" and r.message.startswith("converged at iteration")
+    assert r.iterations < 40 and r.errors()["velocity"]["abs_err"] < 1e-10
+    full = estimate(scene, target, tol=0, **kw)  # tol=0: every iteration
+    assert full.iterations == 40 and full.message == "done"
+    np.testing.assert_allclose(r.params["velocity"], full.params["velocity"], rtol=0,
+                               atol=1e-12)
+    with pytest.raises(ValueError, match="tol must be a number >= 0"):
+        estimate(scene, target, tol=-1.0, progress=False)

@@ -21,6 +21,7 @@ class Quadratic:
         self.x = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
         self.opt = torch.optim.SGD([self.x], lr=0.1)
         self.nan_at = nan_at
+        self.stop_below = 0.0
 
     def step(self, it):
         self.opt.zero_grad()
@@ -38,6 +39,9 @@ class Quadratic:
 
     def new_objective(self, it):
         return False
+
+    def converged(self, it, record):
+        return f"converged at {it}" if record["loss"] < self.stop_below else None
 
     def divergence_hint(self):
         return "the step size"
@@ -183,3 +187,13 @@ def test_one_run_per_output_folder(tmp_path):
     # the lock died with its process: the folder is free again, and re-entrant here
     with run_loop.locked(tmp_path):
         assert run_loop.run(Quadratic(), 2, out_dir=tmp_path, progress=False).status == "done"
+
+
+def test_a_job_that_converges_ends_early_as_done_and_saves_its_state(tmp_path):
+    job = Quadratic()
+    job.stop_below = 1e-3
+    rec = run_loop.run(job, 100, out_dir=tmp_path, progress=False)
+    # losses 9 * 0.64^k: below 1e-3 from k = 21 on
+    assert rec.status == "done" and rec.message == "converged at 21"
+    assert rec.iterations == 22
+    assert torch.load(tmp_path / "state.pt", weights_only=False)["iteration"] == 22
