@@ -259,7 +259,8 @@ def save_rollout_videos(out_dir, task, rollout: dict, fps: float = 30) -> list:
     image."""
     with torch.no_grad():
         frames = task.render({"particles": rollout["particles"].detach()})
-    return save_videos(out_dir, "rollout", side_by_side(frames, task.target_image), fps)
+    video = side_by_side(frames, task.target_image, labels=["rollout", "goal"])
+    return save_videos(out_dir, "rollout", video, fps)
 
 
 def write_outputs(out_dir, task, result: ControlResult, settings: dict) -> dict:
@@ -270,5 +271,5 @@ def write_outputs(out_dir, task, result: ControlResult, settings: dict) -> dict:
            "plot": plot_progress(Path(out_dir) / "progress.png", result, title=task.name)}
     if result.final_image is not None:
         out["video"], out["gif"] = save_rollout_videos(out_dir, task, result.final_rollout,
-                                                       fps=min(task.fps, 30))
+                                                       fps=task.fps)
     return out

@@ -41,12 +41,15 @@ class EstimationResult:
     Attributes:
         params: ``{name: estimate}`` (numpy arrays at the parameter's shape).
         init: the initial guesses.
-        true: the ground truth where the scene knows it.
+        true: the ground truth where known (see ``estimate(true=...)``).
         history: per iteration ``{"iter", "loss", name: value...}`` (scalars, or the mean
             for vector parameters).
         iterations, seconds.
         status: ``"done"``, ``"stopped"`` (NaN/inf) or ``"diverged"`` (see
             :mod:`gradsim_taichi.run_loop`); message: why the run ended.
+        warnings: what a person should know about the run (it ended inside a warm-up
+            stage, a parameter never moved).
+        settings: every setting the run used (defaults resolved).
     """
 
     params: dict
@@ -57,6 +60,8 @@ class EstimationResult:
     seconds: float = 0.0
     status: str = "done"
     message: str = "done"
+    warnings: list = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
 
     def errors(self) -> dict:
         """Per parameter: mean absolute error and mean absolute relative error."""
@@ -102,6 +107,7 @@ def estimate(
     coarse_iters: int | None = None,
     blur: float | None = None,
     tol: float = 1e-10,
+    true: dict | None = None,
 ) -> EstimationResult:
     """Estimate physical parameters of ``scene`` from ``target_frames``.
 
@@ -151,6 +157,9 @@ def estimate(
             for positive parameters) moved by more than ``tol * max(1, |value|)`` and the
             loss changed by less than ``tol`` times its value at the start of the stage
             (the optimiser has nothing left to do). 0: always run every iteration.
+        true: ``{name: value}`` the truth to report errors against; None (default): the
+            scene's own ground truth, right for targets rendered from it
+            (:func:`render_target`); ``{}`` for a video whose truth is unknown.
     """
     names = list(params) if params else list(scene.default_params)
     iters = scene.iters if iters is None else iters
@@ -181,6 +190,7 @@ def estimate(
     scene.ensure_built()
     target = check_target(scene, target_frames, supervision)
     init = _initial_values(scene, names, init, seed)
+    truth = _truth(scene, names, true)
     fit = _Fit(scene, target, names, init, optimizer, lr, iters, stages, blur, supervision,
                loss_fn, tol)
 
@@ -193,16 +203,53 @@ def estimate(
     result = EstimationResult(
         params={n: v.detach().cpu().numpy() for n, v in fit.values().items()},
         init={n: np.asarray(fit.init[n]) for n in names},
-        true={n: np.asarray(scene.params[n].true) for n in names},
+        true=truth,
         history=run.history,
         iterations=run.iterations,
         seconds=run.seconds,
         status=run.status,
         message=run.message,
+        settings=dict(params=names, iters=iters, lr=lr, optimizer=optimizer,
+                      frame_stride=frame_stride, loss=loss if isinstance(loss, str)
+                      else getattr(loss, "__name__", "custom"), supervision=supervision,
+                      seed=seed, warmup=stages.horizons, coarse_iters=stages.coarse_iters,
+                      blur=blur, tol=tol),
     )
+    result.warnings = _warnings(result, stages, iters)
     if run.stopped:
         raise EstimationError(run.message, result)
     return result
+
+
+def _truth(scene, names, true) -> dict:
+    """The truth to report errors against (see ``estimate(true=...)``)."""
+    if true is None:
+        return {n: np.asarray(scene.params[n].true) for n in names}
+    out = {}
+    for n, value in true.items():
+        if n not in names:
+            raise KeyError(f"true: {n!r} is not estimated here; estimated: {', '.join(names)}")
+        value = np.asarray(value, dtype=np.float64)
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"true: the value of {n!r} is not finite: {value}")
+        out[n] = value
+    return out
+
+
+def _warnings(result: EstimationResult, stages: Stages, iters: int) -> list:
+    """What a person should know about a run that technically finished."""
+    out = []
+    done = result.iterations
+    last = stages.frame_ids(max(done - 1, 0))[-1].item()
+    if result.status == "done" and last < stages.all_ids[-1].item():
+        ends = [end for end in stages.ends if end > done]
+        out.append(f"the run ended after {done} iterations, inside a warm-up stage: only "
+                   f"frames up to {last} were fitted; give at least "
+                   f"{max(ends + [stages.coarse_iters]) + 1} iterations to fit every frame")
+    for n, est in result.params.items():
+        if done > 0 and np.allclose(est, result.init[n], rtol=1e-12, atol=0.0):
+            out.append(f"'{n}' never moved from its initial guess")
+    return out
 
 
 def _initial_values(scene, names, init, seed) -> dict:
@@ -410,9 +457,10 @@ def _project(q, x):
     return (q @ (q.T @ x.reshape(-1))).reshape(x.shape)
 
 
-def write_report(path, scene: Scene, result: EstimationResult, settings: dict):
-    """``report.json``: per parameter true/init/estimate/abs_err/rel_err, the loss history,
-    iterations, seconds, runtime and all settings."""
+def write_report(path, scene: Scene, result: EstimationResult, settings: dict | None = None):
+    """``report.json``: per parameter init/estimate (true/abs_err/rel_err where the truth
+    is known), status, message and warnings, the loss history, iterations, seconds, the
+    runtime, and every setting (the run's own, updated by ``settings``)."""
     errors = result.errors()
     per_param = {}
     for n, est in result.params.items():
@@ -422,25 +470,27 @@ def write_report(path, scene: Scene, result: EstimationResult, settings: dict):
             entry.update(errors[n])
         per_param[n] = entry
     body = {"scene": scene.name, "status": result.status, "message": result.message,
-            "params": per_param,
+            "warnings": result.warnings, "params": per_param,
             "loss_history": [h["loss"] for h in result.history], "history": result.history,
             "iterations": result.iterations, "seconds": result.seconds}
-    return _write_report(path, body, settings)
+    return _write_report(path, body, {**result.settings, **(settings or {})})
 
 
-def write_outputs(out_dir, scene: Scene, result: EstimationResult, target, settings: dict,
-                  supervision: str = "video") -> dict:
+def write_outputs(out_dir, scene: Scene, result: EstimationResult, target,
+                  settings: dict | None = None) -> dict:
     """Everything an estimation leaves in ``out_dir``: ``report.json`` (see
     :func:`write_report`), ``loss.png`` (the loss and every parameter per iteration, the
-    truth dashed) and ``compare.mp4`` / ``compare.gif`` (target | estimate | difference;
-    pixels also for a 3D-supervised run). Returns ``{kind: path}``."""
+    truth dashed) and ``compare.mp4`` / ``compare.gif`` at the scene's frame rate (target |
+    estimate | difference | initial guess, labelled; pixels also for a 3D-supervised
+    run). Returns ``{kind: path}``."""
     report = write_report(Path(out_dir) / "report.json", scene, result, settings)
     plot = plot_history(Path(out_dir) / "loss.png", result.history, result.true,
                         title=scene.name)
     dtype = runtime.torch_dtype()
     with torch.no_grad():
-        values = {n: torch.as_tensor(v, dtype=dtype) for n, v in result.params.items()}
-        video = scene.render(scene.simulate(values))
-        pixels = target if supervision == "video" else render_target(scene)
-    mp4, gif = save_compare_videos(out_dir, pixels, video, fps=min(scene.fps, 30))
+        video, initial = (scene.render(scene.simulate(
+            {n: torch.as_tensor(v, dtype=dtype) for n, v in values.items()}))
+            for values in (result.params, result.init))
+        pixels = target if result.settings.get("supervision") != "3d" else render_target(scene)
+    mp4, gif = save_compare_videos(out_dir, pixels, video, fps=scene.fps, initial=initial)
     return {"report": report, "plot": plot, "video": mp4, "gif": gif}

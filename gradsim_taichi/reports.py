@@ -64,6 +64,10 @@ def plot_history(path, history: list, reference: dict | None = None, title: str 
     fig, axes = plt.subplots(1, 1 + len(names), figsize=(4 * (1 + len(names)), 3.2),
                              squeeze=False)
     it = [h["iter"] for h in history]
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in axes[0]:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations are whole
     ax = axes[0, 0]
     ax.semilogy(it, [max(h["loss"], 1e-30) for h in history], color="tab:blue")
     ax.set_xlabel("iteration")
@@ -84,9 +88,10 @@ def plot_history(path, history: list, reference: dict | None = None, title: str 
     return Path(path)
 
 
-def side_by_side(*panels) -> np.ndarray:
+def side_by_side(*panels, labels=None) -> np.ndarray:
     """RGB videos ``[F, H, W, 3+]`` (or single images, repeated) next to each other with a
-    white separator, clipped to [0, 1]: ``[F, H, W', 3]``."""
+    white separator, clipped to [0, 1]: ``[F, H', W', 3]``; with ``labels`` (one per
+    panel) a header row names each panel."""
     arrays = [np.asarray(_numpy(p))[..., :3] for p in panels]
     frames = max(a.shape[0] for a in arrays if a.ndim == 4)
     arrays = [a if a.ndim == 4 else np.broadcast_to(a, (frames,) + a.shape) for a in arrays]
@@ -94,7 +99,28 @@ def side_by_side(*panels) -> np.ndarray:
     out = [arrays[0]]
     for a in arrays[1:]:
         out += [sep, a]
-    return np.clip(np.concatenate(out, axis=2), 0.0, 1.0)
+    video = np.clip(np.concatenate(out, axis=2), 0.0, 1.0)
+    if labels is None:
+        return video
+    header = _label_row([a.shape[2] for a in arrays], labels, sep.shape[2])
+    return np.concatenate([np.broadcast_to(header, (frames,) + header.shape), video], axis=1)
+
+
+def _label_row(widths, labels, gap: int) -> np.ndarray:
+    """A white strip ``[h, sum(widths) + gaps, 3]`` with each label over its panel."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default()
+    height = 12
+    img = Image.new("RGB", (sum(widths) + gap * (len(widths) - 1), height), "white")
+    draw = ImageDraw.Draw(img)
+    x = 0
+    for w, text in zip(widths, labels):
+        while len(text) > 1 and draw.textlength(text, font=font) > w - 3:
+            text = text[:-1]  # narrow panels: cut the label rather than overlap the next
+        draw.text((x + 2, 0), text, fill=(0, 0, 0), font=font)
+        x += w + gap
+    return np.asarray(img, dtype=np.float64) / 255.0
 
 
 def save_videos(out_dir, stem: str, frames, fps: float = 30) -> list[Path]:
@@ -110,16 +136,22 @@ def save_videos(out_dir, stem: str, frames, fps: float = 30) -> list[Path]:
     return paths
 
 
-def compare_frames(target, estimate) -> np.ndarray:
-    """Side by side: target | estimate | absolute difference (4x gain, so small
-    differences show), RGB ``[F, H, 3 W + 4, 3]``."""
+def compare_frames(target, estimate, initial=None) -> np.ndarray:
+    """Side by side, labelled: target | estimate | absolute difference (4x gain, so small
+    differences show) | the initial guess (when given), RGB ``[F, H + 12, W', 3]``."""
     t, e = _numpy(target)[..., :3], _numpy(estimate)[..., :3]
-    return side_by_side(t, e, np.clip(4.0 * np.abs(t - e), 0.0, 1.0))
+    panels = [t, e, np.clip(4.0 * np.abs(t - e), 0.0, 1.0)]
+    labels = ["target", "estimate", "diff x4"]
+    if initial is not None:
+        panels.append(_numpy(initial)[..., :3])
+        labels.append("initial")
+    return side_by_side(*panels, labels=labels)
 
 
-def save_compare_videos(out_dir, target, estimate, fps: float = 30) -> list[Path]:
-    """``compare.mp4`` and ``compare.gif``: target | estimate | difference."""
-    return save_videos(out_dir, "compare", compare_frames(target, estimate), fps)
+def save_compare_videos(out_dir, target, estimate, fps: float = 30,
+                        initial=None) -> list[Path]:
+    """``compare.mp4`` and ``compare.gif``: target | estimate | difference | initial."""
+    return save_videos(out_dir, "compare", compare_frames(target, estimate, initial), fps)
 
 
 def save_particles_gif(path, positions, springs=None, fps=30) -> Path:

@@ -129,3 +129,46 @@ def test_kill_9_then_resume_gives_the_uninterrupted_result(tmp_path):
     assert resumed["params"] == full["params"]
     assert resumed["loss_history"] == full["loss_history"]
     assert not [p for p in out.iterdir() if ".tmp" in p.name]
+
+
+def test_a_users_target_reports_no_truth_unless_given(tmp_path, capsys):
+    """A video the preset did not render (here: the preset's box at 6 kg): no error
+    against the preset's own truth (4 kg); --true NAME=VALUE gives one."""
+    import dataclasses
+
+    import gradsim_taichi as gs
+    from gradsim_taichi.estimation import render_target
+    from gradsim_taichi.scenes import make_scene
+
+    gs.init(arch="cpu", precision="f64")
+    scene = make_scene("rigid-mass", frames=12, width=32, height=32)
+    scene.params = {"mass": dataclasses.replace(scene.params["mass"], true=6.0)}
+    target = tmp_path / "six_kg.gif"
+    save_video(render_target(scene), target)
+    out = tmp_path / "user"
+    argv = ["estimate", "rigid-mass", "--iters", "2", "--target", str(target), "--out",
+            str(out), *SMALL]
+    assert main(argv) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert "true" not in report["params"]["mass"] and "rel_err" not in report["params"]["mass"]
+    assert "rel.err" not in capsys.readouterr().out
+    assert main([*argv, "--true", "mass=6"]) == 0
+    mass = json.loads((out / "report.json").read_text())["params"]["mass"]
+    assert mass["true"] == 6.0 and "rel_err" in mass
+    capsys.readouterr()
+    assert main(["estimate", "rigid-mass", "--true", "mass=6", *SMALL]) == 2
+    assert "--true goes with --target" in capsys.readouterr().err
+    assert main([*argv, "--true", "spin=1"]) == 2
+    assert "expected NAME=VALUE" in capsys.readouterr().err
+
+
+def test_compare_video_runs_at_the_scene_rate_with_four_labelled_panels(tmp_path):
+    import imageio.v2 as iio
+
+    out = tmp_path / "run"
+    assert main(["estimate", "rigid-mass", "--iters", "1", "--out", str(out), *SMALL]) == 0
+    with iio.get_reader(out / "compare.mp4") as reader:
+        assert abs(reader.get_meta_data()["fps"] - 60.0) < 1e-6  # the preset's 60 Hz
+    frames = np.stack(iio.mimread(out / "compare.gif"))
+    assert frames.shape[1:3] == (32 + 12, 4 * 32 + 3 * 2)  # label row; four panels
+    assert frames[0, :12].min() < 100  # text drawn in the label row

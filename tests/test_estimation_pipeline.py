@@ -262,3 +262,20 @@ def test_a_converged_run_stops_early_and_says_so(scene):
                                atol=1e-12)
     with pytest.raises(ValueError, match="tol must be a number >= 0"):
         estimate(scene, target, tol=-1.0, progress=False)
+
+
+def test_short_runs_warn_and_record_every_setting(scene):
+    target = render_target(scene)
+    r = estimate(scene, target, params=["velocity"], iters=2, lr=0.1, warmup=[(3, 4)],
+                 progress=False)
+    assert len(r.warnings) == 1 and "inside a warm-up stage: only frames up to 4" in r.warnings[0]
+    assert "at least 4 iterations" in r.warnings[0]
+    assert r.settings["warmup"] == [(3, 4)] and r.settings["coarse_iters"] == 0
+    for key in ("iters", "lr", "optimizer", "frame_stride", "loss", "supervision", "seed",
+                "blur", "tol", "params"):
+        assert key in r.settings
+    still = estimate(scene, target, params=["velocity"], iters=1, lr=1e-30,
+                     optimizer="adam", progress=False)
+    assert still.warnings == ["'velocity' never moved from its initial guess"]
+    assert estimate(scene, target, params=["velocity"], iters=3, lr=0.1,
+                    progress=False).warnings == []

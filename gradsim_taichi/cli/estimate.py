@@ -4,6 +4,8 @@ Writes ``report.json``, ``loss.png``, ``compare.mp4`` and ``compare.gif`` in ``-
 plus ``state.pt`` every few iterations so that ``--resume`` continues an interrupted run.
 """
 
+import math
+
 from gradsim_taichi.cli.common import (
     CLIError,
     add_run_args,
@@ -28,8 +30,12 @@ def add_estimate_parser(sub) -> None:
     p.add_argument("--params", default=None,
                    help="comma-separated parameters to estimate (default: the scene's)")
     p.add_argument("--target", default=None,
-                   help="target video (MP4, GIF or a folder of PNGs); default: rendered "
-                        "from the scene's ground truth")
+                   help="target video (MP4, GIF or a folder of PNGs) with the preset's "
+                        "camera, stage, shape and push; default: rendered from the "
+                        "preset's ground truth")
+    p.add_argument("--true", action="append", default=[], metavar="NAME=VALUE",
+                   help="the known truth of a parameter, to report errors against "
+                        "(repeatable); with --target nothing else is taken as true")
     p.add_argument("--optimizer", choices=KINDS, default=None)
     p.add_argument("--frame-stride", type=int, default=1)
     p.add_argument("--blur", type=float, default=None,
@@ -75,6 +81,10 @@ def cmd_estimate(args) -> int:
         if bad:
             raise CLIError(f"scene {args.scene!r} has no parameter {bad[0]!r}; "
                            f"valid: {', '.join(scene.params)}")
+    truth = _parse_truth(args.true, names)
+    if args.target is None and truth:
+        raise CLIError("--true goes with --target: without one the target is rendered from "
+                       "the preset's own ground truth")
     target_video = None
     if args.target is not None:
         if args.supervision == "3d":
@@ -88,15 +98,10 @@ def cmd_estimate(args) -> int:
     out = output_dir(args.out or f"results/{args.scene}")
     with locked(out):  # one run per output folder, outputs included
         init_runtime(args)
-        iters = args.iters or scene.iters
-        lr = args.lr or scene.lr
-        optimizer = args.optimizer or scene.optimizer
-        blur = scene.blur if args.blur is None else args.blur
-        settings = dict(scene=args.scene, params=list(names), target=args.target, iters=iters,
-                        lr=lr, optimizer=optimizer, blur=blur, frame_stride=args.frame_stride,
-                        seed=args.seed, supervision=args.supervision, frames=scene.frames,
-                        substeps=scene.substeps, fps=scene.fps, width=scene.width,
-                        height=scene.height)
+        # (the estimation records its own settings; these are the scene's)
+        settings = dict(scene=args.scene, target=args.target, true=truth,
+                        frames=scene.frames, substeps=scene.substeps, fps=scene.fps,
+                        width=scene.width, height=scene.height)
         scene.ensure_built()
         if target_video is None:
             target = render_target(scene, args.supervision)
@@ -104,16 +109,20 @@ def cmd_estimate(args) -> int:
             target = target_video.to(torch.float64)
         status = 0
         try:
-            result = estimate(scene, target, params=names, iters=iters, lr=lr,
-                              optimizer=optimizer, frame_stride=args.frame_stride, blur=blur,
+            result = estimate(scene, target, params=names, iters=args.iters, lr=args.lr,
+                              optimizer=args.optimizer, frame_stride=args.frame_stride,
+                              blur=args.blur,
                               supervision=args.supervision, seed=args.seed, out_dir=out,
-                              resume=args.resume, progress=not args.quiet)
+                              resume=args.resume, progress=not args.quiet,
+                              true=truth if args.target is not None else None)
         except ValueError as e:
             raise CLIError(str(e)) from None
         except EstimationError as e:
             print(f"gradsim-taichi: {e}")
             result, status = e.result, 3
-        paths = write_outputs(out, scene, result, target, settings, args.supervision)
+        paths = write_outputs(out, scene, result, target, settings)
+        for warning in result.warnings:
+            print(f"gradsim-taichi: warning: {warning}")
         errors = result.errors()
         for n, est in result.params.items():
             line = f"{n:>14}: estimate {_fmt(est)}  init {_fmt(result.init[n])}"
@@ -123,6 +132,23 @@ def cmd_estimate(args) -> int:
         print(f"report: {paths['report']}\nplot:   {paths['plot']}\n"
               f"video:  {paths['video']} (and {paths['gif'].name})")
         return status
+
+
+def _parse_truth(items, names) -> dict:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in names:
+            raise CLIError(f"--true {item!r}: expected NAME=VALUE with NAME one of the "
+                           f"estimated parameters ({', '.join(names)})")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise CLIError(f"--true {item!r}: {value!r} is not a number") from None
+        if not math.isfinite(out[name]):
+            raise CLIError(f"--true {item!r}: the value must be finite")
+    return out
 
 
 def _fmt(x) -> str:
