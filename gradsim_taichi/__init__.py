@@ -15,5 +15,7 @@ from gradsim_taichi.model import Model
 from gradsim_taichi.runtime import info, init
 from gradsim_taichi.simulation import Simulation
 from gradsim_taichi.torch_bridge import SimulationModule, simulate
+from gradsim_taichi.version import __version__
 
-__all__ = ["init", "info", "ModelBuilder", "Model", "Simulation", "simulate", "SimulationModule"]
+__all__ = ["__version__", "init", "info", "ModelBuilder", "Model", "Simulation", "simulate",
+           "SimulationModule"]

@@ -53,3 +53,14 @@ def test_python_dash_m_behaves_like_the_console_script(module):
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2, run.stderr
     assert "--lr must be > 0" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_version_has_one_source(capsys):
+    import gradsim_taichi as gs
+    from gradsim_taichi.version import version
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"gradsim-taichi {gs.__version__}"
+    assert gs.__version__ == version() == gs.info()["gradsim_taichi"]

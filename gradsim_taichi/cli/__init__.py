@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from gradsim_taichi.cli.common import CLIError, add_runtime_args, init_runtime
+from gradsim_taichi.version import __version__
 
 __all__ = ["main", "build_parser", "CLIError"]
 
@@ -39,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gradsim-taichi",
         description="Differentiable physics and rendering: estimate physical parameters "
                     "from video.")
+    parser.add_argument("--version", action="version",
+                        version=f"gradsim-taichi {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="versions, and the arch/precision the runtime picks")
     add_runtime_args(p)
