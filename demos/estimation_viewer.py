@@ -143,12 +143,17 @@ def main(argv=None) -> int:
 
     def callback(it, loss, values, rendered):
         history.append({"iter": it, "loss": loss})
-        est = rendered.detach().cpu().numpy()[show] if rendered is not None else None
+        # during warm-up the estimation renders only the frames of its current horizon
+        frame = show if rendered is None else min(show, len(rendered) - 1)
+        est = rendered.detach().cpu().numpy()[frame] if rendered is not None else None
+        head = f"{scene.name}: {', '.join(names)}   frame {frame}/{len(target) - 1}"
+        if frame < show:
+            head += " (warm-up horizon)"
         lines = [head, f"iteration {it + 1}/{iters}   loss {loss:.3e}",
                  "evaluated at: " + describe({n: v.cpu().numpy() for n, v in values.items()},
                                                true)]
         print(lines[1] + "   " + lines[2])
-        draw(gui, target[show], est, history, lines)
+        draw(gui, target[frame], est, history, lines)
         rec.show()
         for key in key_presses(gui):
             if key == ti.GUI.ESCAPE:

@@ -90,3 +90,14 @@ def test_cloth_handle_follows_target():
     assert np.all(st.x[near, 1] > free.x[near, 1])
     st.step(None)  # let go: the handle is released and keeps no velocity
     assert st.grab is None and np.all(st.v[corner] == 0)
+
+
+def test_estimation_viewer_with_the_readme_arguments(tmp_path):
+    """The README's command (``--scene rigid-mass``, the scene's 40 frames) while the
+    estimation is still in its 13-frame warm-up horizon: it used to index frame 40 of
+    13 rendered ones."""
+    out = tmp_path / "est"
+    rc = load("estimation_viewer").main(["--scene", "rigid-mass", "--headless", "--frames",
+                                         "2", "--out", str(out), "--size", "24"])
+    assert rc == 0
+    check_outputs(out, "estimation_viewer", 3, moving=False)
