@@ -31,10 +31,23 @@ def cmd_info(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from gradsim_taichi.cli.control import add_control_parser
-    from gradsim_taichi.cli.estimate import add_estimate_parser
-    from gradsim_taichi.cli.simulate import add_simulate_parser
+# subcommand -> (one line of help, module, function adding its parser). Only the
+# command being run gets its full parser (which imports torch and Taichi for the presets'
+# names); the others stay stubs, so that `gradsim-taichi --help` is quick.
+COMMANDS = {
+    "estimate": ("estimate physical parameters of a scene preset from video",
+                 "gradsim_taichi.cli.estimate", "add_estimate_parser"),
+    "control": ("train a policy through the simulator and renderer to reach a target image",
+                "gradsim_taichi.cli.control", "add_control_parser"),
+    "simulate": ("run the built-in spring-net scene; write .npz + GIF",
+                 "gradsim_taichi.cli.simulate", "add_simulate_parser"),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``command`` None every subcommand is complete, else only that
+    one (the rest are stubs with their help line)."""
+    import importlib
 
     parser = argparse.ArgumentParser(
         prog="gradsim-taichi",
@@ -48,16 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-init", dest="init", action="store_false",
                    help="do not initialise Taichi, only print versions")
     p.set_defaults(func=cmd_info)
-    add_simulate_parser(sub)
-    add_estimate_parser(sub)
-    add_control_parser(sub)
+    for name, (help_line, module, add) in COMMANDS.items():
+        if command is None or command == name:
+            getattr(importlib.import_module(module), add)(sub, help_line)
+        else:
+            sub.add_parser(name, help=help_line)
     return parser
 
 
 def main(argv=None) -> int:
     from gradsim_taichi.errors import OutputLockedError
 
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    command = next((w for w in words if not w.startswith("-")), "")
+    args = build_parser(command).parse_args(argv)
     try:
         return args.func(args)
     except (CLIError, OutputLockedError) as e:

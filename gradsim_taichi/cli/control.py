@@ -14,15 +14,14 @@ from gradsim_taichi.cli.common import (
     init_runtime,
     output_dir,
 )
-from gradsim_taichi.run_loop import locked
 
 
-def add_control_parser(sub) -> None:
+def add_control_parser(sub, help_line: str) -> None:
     from gradsim_taichi.scenes import TASKS
 
     p = sub.add_parser(
         "control",
-        help="train a policy through the simulator and renderer to reach a target image",
+        help=help_line,
         description="Visuomotor control from one target image. Tasks: "
                     + "; ".join(f"{k}: {v.summary}" for k, v in TASKS.items()),
     )
@@ -62,6 +61,8 @@ def cmd_control(args) -> int:
     if args.size is not None:
         overrides["width"] = overrides["height"] = args.size
     out = output_dir(out)
+    from gradsim_taichi.run_loop import locked
+
     with locked(out):  # one run per output folder, outputs included
         init_runtime(args)
         task = make_task(args.task, **overrides)

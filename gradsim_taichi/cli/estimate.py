@@ -13,16 +13,15 @@ from gradsim_taichi.cli.common import (
     init_runtime,
     output_dir,
 )
-from gradsim_taichi.run_loop import locked
 
 
-def add_estimate_parser(sub) -> None:
+def add_estimate_parser(sub, help_line: str) -> None:
     from gradsim_taichi.optimisers import KINDS
     from gradsim_taichi.scenes import SCENES
 
     p = sub.add_parser(
         "estimate",
-        help="estimate physical parameters of a scene preset from video",
+        help=help_line,
         description="Estimate physical parameters from video. Scenes: "
                     + "; ".join(f"{k}: {v.summary}" for k, v in SCENES.items()),
     )
@@ -96,6 +95,8 @@ def cmd_estimate(args) -> int:
         except (FileNotFoundError, ValueError) as e:
             raise CLIError(str(e)) from None
     out = output_dir(args.out or f"results/{args.scene}")
+    from gradsim_taichi.run_loop import locked
+
     with locked(out):  # one run per output folder, outputs included
         init_runtime(args)
         # (the estimation records its own settings; these are the scene's)

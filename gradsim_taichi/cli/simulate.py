@@ -5,8 +5,8 @@ import time
 from gradsim_taichi.cli.common import CLIError, add_runtime_args, init_runtime, output_dir
 
 
-def add_simulate_parser(sub) -> None:
-    p = sub.add_parser("simulate", help="run the built-in spring-net scene; write .npz + GIF")
+def add_simulate_parser(sub, help_line: str) -> None:
+    p = sub.add_parser("simulate", help=help_line)
     add_runtime_args(p)
     p.add_argument("--frames", type=int, default=60)
     p.add_argument("--substeps", type=int, default=32)
