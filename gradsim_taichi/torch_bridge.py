@@ -64,6 +64,16 @@ def simulate(sim, params: dict | None = None) -> dict[str, torch.Tensor]:
         ``{system name: positions at frame boundaries [frames + 1, V, 3]}``; for a
         particle model the key is ``"particles"``.
     """
+    from gradsim_taichi.simulation import Simulation
+
+    if not isinstance(sim, Simulation):
+        raise TypeError(f"simulate(sim, params): sim must be a gradsim_taichi.Simulation; "
+                        f"got {type(sim).__name__}")
+    if params is not None and not isinstance(params, dict):
+        raise TypeError(f"simulate(sim, params): params must be a dict "
+                        f"{{name: tensor}}; got {type(params).__name__} (valid names: "
+                        f"{', '.join(sim.params.names())})")
+    sim.model.check_alive()
     params = params or {}
     names, values = [], []
     for name, value in params.items():
