@@ -64,9 +64,7 @@ def simulate(sim, params: dict | None = None) -> dict[str, torch.Tensor]:
         ``{system name: positions at frame boundaries [frames + 1, V, 3]}``; for a
         particle model the key is ``"particles"``.
     """
-    from gradsim_taichi.simulation import Simulation
-
-    if not isinstance(sim, Simulation):
+    if not all(hasattr(sim, a) for a in ("params", "output_names", "forward", "backward")):
         raise TypeError(f"simulate(sim, params): sim must be a gradsim_taichi.Simulation; "
                         f"got {type(sim).__name__}")
     if params is not None and not isinstance(params, dict):
