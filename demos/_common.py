@@ -15,6 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+# before any demo imports taichi: no banner, no online version check
+os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
+os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
+
 BACKGROUND = 0xF2F2F5
 TEXT = 0x202028
 LIGHT = np.array([0.35, 0.85, 0.4]) / np.linalg.norm([0.35, 0.85, 0.4])
