@@ -8,6 +8,8 @@ Taichi: fields and models built before become invalid and must be rebuilt.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import random
 
@@ -19,6 +21,8 @@ import warnings  # noqa: E402
 import numpy as np  # noqa: E402
 import taichi as ti  # noqa: E402
 import torch  # noqa: E402
+
+from gradsim_taichi.version import __version__  # noqa: E402
 
 # Taichi inspects `.grad` of every torch tensor passed to a kernel; for non-leaf tensors
 # (any tensor computed in an autograd graph) torch then warns on each launch.
@@ -74,7 +78,8 @@ def init(
         ti.reset()
     # "auto" asks for CUDA only when a driver is there, so CPU machines stay quiet.
     wanted = ti.cuda if arch == "cuda" or (arch == "auto" and cuda_driver_present()) else ti.cpu
-    ti.init(arch=wanted, **kwargs)
+    with contextlib.redirect_stdout(io.StringIO()):  # Taichi prints "Starting on arch=..."
+        ti.init(arch=wanted, **kwargs)
     got = ti.lang.impl.current_cfg().arch
     if arch == "cuda" and got != ti.cuda:
         warnings.warn("CUDA was requested but is not available; running on the CPU", stacklevel=2)
@@ -114,7 +119,7 @@ def info() -> dict:
     import sys
 
     out = {
-        "gradsim_taichi": _version(),
+        "gradsim_taichi": __version__,
         "python": sys.version.split()[0],
         "taichi": ".".join(map(str, ti.__version__)),
         "torch": torch.__version__,
@@ -125,15 +130,6 @@ def info() -> dict:
         for key in ("arch", "precision", "threads", "seed", "debug"):
             out[key] = _state[key]
     return out
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("gradsim-taichi")
-    except Exception:  # not installed (running from a checkout)
-        return "0+unknown"
 
 
 def debug() -> bool:
