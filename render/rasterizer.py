@@ -28,6 +28,13 @@ class SoftRasterizer:
         sigma: coverage sharpness, in squared units of half the image height (1e-4 at
             256 px spreads edges over about a pixel). Smaller is crisper.
         gamma: depth-softmax temperature (smaller: the nearest surface wins harder).
+            The defaults (``gamma=1e-4``, ``threshold=1e-8``) are SoftRas's: a crisp
+            front surface and a short reach per triangle (fast). For estimation to
+            machine precision the presets use ``gamma=1e-2, threshold=1e-30``
+            (``Scene``): with 1e-4 a face's far coverage tail can outweigh what lies
+            behind it by ``exp(depth gap / gamma)``, so the loss jumps where a pixel
+            leaves the tail's reach; 1e-2 over a 10 m depth range with a 1e-30 cutoff
+            keeps those jumps below 1e-15, at the cost of a wider reach.
         background: RGB colour ``[3]`` or image ``[H, W, 3]`` (may require grad).
         mode: ``"soft"`` (differentiable everywhere) or ``"hard"`` (z-buffer, alpha in
             {0, 1}; gradients only to appearance and interpolation).
