@@ -24,6 +24,7 @@ from gradsim_taichi.optimisers import KINDS, Optimiser
 from gradsim_taichi.reports import jsonable, plot_history, save_compare_videos
 from gradsim_taichi.reports import write_report as _write_report
 from gradsim_taichi.scenes.base import Scene
+from gradsim_taichi.uncertainty import local_uncertainty
 
 # estimate(tol=...): iterations in a row within the tolerance before stopping early (an
 # L-BFGS step whose line search failed moves nothing once, then restarts its memory and
@@ -50,6 +51,8 @@ class EstimationResult:
         warnings: what a person should know about the run (it ended inside a warm-up
             stage, a parameter never moved).
         settings: every setting the run used (defaults resolved).
+        uncertainty: per parameter ``std`` and ``ci95`` and the weak directions (see
+            :func:`gradsim_taichi.uncertainty.local_uncertainty`), or None.
     """
 
     params: dict
@@ -62,6 +65,7 @@ class EstimationResult:
     message: str = "done"
     warnings: list = field(default_factory=list)
     settings: dict = field(default_factory=dict)
+    uncertainty: dict | None = None
 
     def errors(self) -> dict:
         """Per parameter: mean absolute error and mean absolute relative error."""
@@ -108,6 +112,7 @@ def estimate(
     blur: float | None = None,
     tol: float = 1e-10,
     true: dict | None = None,
+    uncertainty: bool = True,
 ) -> EstimationResult:
     """Estimate physical parameters of ``scene`` from ``target_frames``.
 
@@ -160,6 +165,9 @@ def estimate(
         true: ``{name: value}`` the truth to report errors against; None (default): the
             scene's own ground truth, right for targets rendered from it
             (:func:`render_target`); ``{}`` for a video whose truth is unknown.
+        uncertainty: at the end, the local Gauss-Newton uncertainty of the estimate and
+            the parameter combinations the video does not determine
+            (:mod:`gradsim_taichi.uncertainty`; two simulations per unknown).
     """
     names = list(params) if params else list(scene.default_params)
     iters = scene.iters if iters is None else iters
@@ -216,6 +224,9 @@ def estimate(
                       blur=blur, tol=tol),
     )
     result.warnings = _warnings(result, stages, iters)
+    if uncertainty:
+        result.uncertainty = local_uncertainty(fit)
+        result.warnings += result.uncertainty.get("warnings", [])
     if run.stopped:
         raise EstimationError(run.message, result)
     return result
@@ -316,6 +327,14 @@ class _Fit:
             return self.scene.tracked_positions(out)[frame_ids]
         pred = self.scene.render(out, frame_ids)
         return pred[..., :3] if self.target.shape[-1] == 3 else pred
+
+    def raw_residuals(self):
+        """Every frame's residual at the current values, unblurred (pixels or positions
+        minus the target); None where the model is undefined there."""
+        ids = self.stages.all_ids
+        with torch.no_grad():
+            pred = self.predict(ids)
+        return None if pred is None else (pred - self.target[ids]).reshape(-1)
 
     def _out_of_domain(self, vals) -> bool:
         """A trial step so long that exp() of a log-parameter overflowed or underflowed."""
@@ -463,14 +482,17 @@ def write_report(path, scene: Scene, result: EstimationResult, settings: dict | 
     runtime, and every setting (the run's own, updated by ``settings``)."""
     errors = result.errors()
     per_param = {}
+    spread = (result.uncertainty or {}).get("params", {})
     for n, est in result.params.items():
-        entry = {"init": jsonable(result.init[n]), "estimate": jsonable(est)}
+        entry = {"init": jsonable(result.init[n]), "estimate": jsonable(est), **spread.get(n, {})}
         if n in result.true:
             entry["true"] = jsonable(result.true[n])
             entry.update(errors[n])
         per_param[n] = entry
     body = {"scene": scene.name, "status": result.status, "message": result.message,
             "warnings": result.warnings, "params": per_param,
+            "uncertainty": {k: v for k, v in (result.uncertainty or {}).items()
+                            if k != "params"},
             "loss_history": [h["loss"] for h in result.history], "history": result.history,
             "iterations": result.iterations, "seconds": result.seconds}
     return _write_report(path, body, {**result.settings, **(settings or {})})

@@ -151,23 +151,11 @@ class LevenbergMarquardt:
         return r if bool(torch.isfinite(r).all()) else None
 
     def jacobian(self, residual, x: torch.Tensor, r0: torch.Tensor) -> torch.Tensor:
-        """Central-difference Jacobian ``[len(r), len(x)]`` at ``x`` (one-sided where one
-        side is undefined, zero where both are)."""
-        h0 = torch.finfo(x.dtype).eps ** (1.0 / 3.0)
-        cols = []
-        for j in range(len(x)):
-            h = h0 * max(1.0, abs(float(x[j])))
-            e = torch.zeros_like(x)
-            e[j] = h
-            plus, minus = self._eval(residual, x + e), self._eval(residual, x - e)
-            if plus is not None and minus is not None:
-                cols.append((plus - minus) / (2 * h))
-            elif plus is not None or minus is not None:
-                cols.append((plus - r0) / h if plus is not None else (r0 - minus) / h)
-            else:
-                cols.append(torch.zeros_like(r0))
+        """Central-difference Jacobian ``[len(r), len(x)]`` at ``x`` (see
+        :func:`fd_jacobian`); leaves the tensors at ``x``."""
+        jac = fd_jacobian(lambda y: self._eval(residual, y), x, r0)
         self._set(x)
-        return torch.stack(cols, 1)
+        return jac
 
     def step(self, residual) -> torch.Tensor:
         """One iteration; returns the loss before it (NaN if the model is undefined at
@@ -208,6 +196,37 @@ class LevenbergMarquardt:
                 break
             d, best = 2.0 * d, float((trial * trial).mean())
         self._set(x + d.to(x.dtype))
+
+
+def fd_jacobian(evaluate, x: torch.Tensor, r0: torch.Tensor,
+                directions: torch.Tensor | None = None) -> torch.Tensor:
+    """Central-difference Jacobian of ``evaluate`` (``x -> residual vector``, or None
+    where the model is undefined) at ``x``, whose residual is ``r0``: ``[len(r), k]``
+    along the ``k`` columns of ``directions`` (default: every coordinate, ``k =
+    len(x)``). The step is ``eps ** (1/3)`` of the floating-point type times
+    ``max(1, |x|)`` over the direction's support, the optimum for central differences;
+    one-sided where one side is undefined, zero where both are."""
+    h0 = torch.finfo(x.dtype).eps ** (1.0 / 3.0)
+    k = len(x) if directions is None else directions.shape[1]
+    cols = []
+    for j in range(k):
+        if directions is None:
+            d = torch.zeros_like(x)
+            d[j] = 1.0
+        else:
+            d = directions[:, j].to(x.dtype)
+            d = d / max(float(d.abs().max()), 1e-300)
+        h = h0 * max(1.0, float(x[d != 0].abs().max()) if bool((d != 0).any()) else 1.0)
+        plus, minus = evaluate(x + h * d), evaluate(x - h * d)
+        if plus is not None and minus is not None:
+            cols.append((plus - minus) / (2 * h))
+        elif plus is not None or minus is not None:
+            cols.append((plus - r0) / h if plus is not None else (r0 - minus) / h)
+        else:
+            cols.append(torch.zeros_like(r0))
+        if directions is not None:  # along the direction as given (d = given / its max)
+            cols[-1] = cols[-1] * float(directions[:, j].abs().max())
+    return torch.stack(cols, 1)
 
 
 def _finite(value, tensors) -> bool:

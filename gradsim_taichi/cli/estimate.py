@@ -125,8 +125,13 @@ def cmd_estimate(args) -> int:
         for warning in result.warnings:
             print(f"gradsim-taichi: warning: {warning}")
         errors = result.errors()
+        spread = (result.uncertainty or {}).get("params", {})
         for n, est in result.params.items():
-            line = f"{n:>14}: estimate {_fmt(est)}  init {_fmt(result.init[n])}"
+            line = f"{n:>14}: estimate {_fmt(est)}"
+            if n in spread:
+                low, high = spread[n]["ci95"]
+                line += f" +- {_fmt(spread[n]['std'])} (95%: {_fmt(low)}..{_fmt(high)})"
+            line += f"  init {_fmt(result.init[n])}"
             if n in errors:
                 line += f"  true {_fmt(result.true[n])}  rel.err {errors[n]['rel_err']:.2e}"
             print(line)

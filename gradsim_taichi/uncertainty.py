@@ -1,0 +1,163 @@
+"""How sure an estimate is: a local Gauss-Newton uncertainty and the parameter
+combinations the video does not determine.
+
+At the estimate ``u`` (the learned coordinates: log-values for positive parameters) the
+residuals ``r`` (rendered minus target pixels over every frame, unblurred) have the
+Jacobian ``J = dr/du``, built from central finite differences (forward simulations only,
+two per column). With ``m`` residuals and ``k`` columns the noise variance is estimated
+as ``s^2 = |r|^2 / (m - k)`` and the covariance of ``u`` as ``s^2 (J^T J)^-1`` (the
+Gauss-Newton approximation of the loss Hessian). Positive parameters get the interval
+``exp(u +- 1.96 std_u)`` (never below zero) and the standard deviation ``value * std_u``;
+the others ``value +- 1.96 std``.
+
+Cost: ``2 k`` simulations and renders. Up to :data:`MAX_COLUMNS` unknowns ``k`` is the
+number of unknowns; a parameter with more elements (a per-particle field) is assessed
+within its ``ParamSpec.basis`` (e.g. a ball's uniform density, a cloth's affine velocity
+fields), so its per-element deviations from that subspace are not (said in the result).
+
+Identifiability: the eigenvectors of ``J^T J`` whose curvature is below
+:data:`FLAT_CURVATURE` times the largest, or whose standard deviation exceeds
+:data:`LOOSE_STD` in learned coordinates (a factor ``e`` for a positive parameter), are
+combinations the video does not pin down; each is reported with its leading components.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from gradsim_taichi.optimisers import fd_jacobian
+
+MAX_COLUMNS = 32
+FLAT_CURVATURE = 1e-8
+LOOSE_STD = 1.0
+Z95 = 1.959963984540054
+
+
+def local_uncertainty(fit) -> dict:
+    """The uncertainty of an estimation's current values (an ``estimation._Fit`` after
+    its run). Returns a dict (JSON-ready): ``params`` (per name: ``std``, ``ci95``),
+    ``sigma`` (residual noise level), ``dof``, ``condition`` (of ``J^T J``),
+    ``weak_directions`` (each ``{"curvature", "std", "components": {label: weight}}``),
+    ``warnings``, ``method``; or ``{"skipped": why}``."""
+    tensors = [fit.u[n] for n in fit.names]
+    x0 = torch.cat([t.detach().reshape(-1) for t in tensors]).to(torch.float64)
+    columns, labels, note = _columns(fit, x0)
+    if labels is None:
+        return {"skipped": note}
+
+    def evaluate(x):
+        _set(tensors, x)
+        r = fit.raw_residuals()
+        return None if r is None else r.detach().reshape(-1).to(torch.float64)
+
+    try:
+        r0 = evaluate(x0)
+        if r0 is None or not bool(torch.isfinite(r0).all()):
+            return {"skipped": "the model is not finite at the estimate"}
+        jac = fd_jacobian(evaluate, x0, r0, columns)
+    finally:
+        _set(tensors, x0)
+    m, k = jac.shape
+    dof = max(m - k, 1)
+    sigma = math.sqrt(float(r0 @ r0) / dof)
+    a = (jac.T @ jac).numpy()
+    w, v = np.linalg.eigh(a)
+    top = max(float(w[-1]), 1e-300)
+    # pseudo-inverse: numerically flat directions carry no (finite) variance here; they
+    # are reported as weak directions instead
+    keep = w > FLAT_CURVATURE * top
+    inv = (v[:, keep] / w[keep]) @ v[:, keep].T
+    cov_c = sigma ** 2 * inv
+    basis = np.eye(len(x0)) if columns is None else columns.numpy()
+    cov_x = basis @ cov_c @ basis.T
+    std_x = np.sqrt(np.maximum(np.diag(cov_x), 0.0))
+    flat_std = ~keep
+    out = {"params": {}, "sigma": sigma, "dof": int(dof),
+           "condition": float(top / max(float(w[0]), 1e-300)) if w[0] > 0 else math.inf,
+           "method": f"Gauss-Newton, finite-difference Jacobian ({k} columns, {2 * k} "
+                     f"simulations){'; ' + note if note else ''}",
+           "weak_directions": [], "warnings": []}
+    i = 0
+    for n, t in zip(fit.names, tensors):
+        size = t.numel()
+        u = x0[i: i + size].numpy().reshape(t.shape)
+        s = std_x[i: i + size].reshape(t.shape)
+        untouched = (np.abs(basis[i: i + size]).sum(axis=1) == 0).reshape(t.shape)
+        if fit.specs[n].positive:
+            value = np.exp(u)
+            std, ci = value * s, [np.exp(u - Z95 * s), np.exp(u + Z95 * s)]
+        else:
+            std, ci = s, [u - Z95 * s, u + Z95 * s]
+        std = np.where(untouched, np.nan, std)
+        out["params"][n] = {"std": _plain(std), "ci95": [_plain(ci[0]), _plain(ci[1])]}
+        i += size
+    for j in range(len(w)):
+        std_dir = sigma / math.sqrt(w[j]) if w[j] > 0 else math.inf
+        if flat_std[j] or std_dir > LOOSE_STD:
+            comp = v[:, j]
+            order = np.argsort(-np.abs(comp))[:4]
+            components = {labels[q]: round(float(comp[q]), 3) for q in order
+                          if abs(comp[q]) >= 0.1 * abs(comp[order[0]])}
+            out["weak_directions"].append({"curvature": float(w[j]), "std": std_dir,
+                                           "components": components})
+            out["warnings"].append(_describe(components))
+    return out
+
+
+def _columns(fit, x0):
+    """Directions the Jacobian is built along (None: every coordinate), their labels, and
+    a note on what was left out; ``(None, None, why)`` when there are too many."""
+    sizes = [fit.u[n].numel() for n in fit.names]
+    if sum(sizes) <= MAX_COLUMNS:
+        labels = [n if size == 1 else f"{n}[{e}]" for n, size in zip(fit.names, sizes)
+                  for e in range(size)]
+        return None, labels, ""
+    blocks, labels, reduced = [], [], []
+    for n, size in zip(fit.names, sizes):
+        basis = fit.specs[n].basis
+        if size > 1 and basis is not None:
+            q = np.asarray(basis, dtype=np.float64).reshape(size, -1)
+            blocks.append(q)
+            labels += [f"{n}:basis[{c}]" for c in range(q.shape[1])]
+            reduced.append(n)
+        else:
+            blocks.append(np.eye(size))
+            labels += [n if size == 1 else f"{n}[{e}]" for e in range(size)]
+    k = sum(b.shape[1] for b in blocks)
+    if k > MAX_COLUMNS:
+        return None, None, (f"{sum(sizes)} unknowns ({k} after bases), more than "
+                            f"{MAX_COLUMNS}: no local uncertainty")
+    columns = np.zeros((sum(sizes), k))
+    r = c = 0
+    for b in blocks:
+        columns[r: r + b.shape[0], c: c + b.shape[1]] = b
+        r, c = r + b.shape[0], c + b.shape[1]
+    note = (f"{', '.join(reduced)} assessed within {'its' if len(reduced) == 1 else 'their'}"
+            " basis only")
+    return torch.as_tensor(columns), labels, note
+
+
+def _describe(components: dict) -> str:
+    names = list(components)
+    weights = ", ".join(f"{w:+.2f}" for w in components.values())
+    if len(names) == 1:
+        return (f"the video does not determine {names[0]} (its curvature is flat or its "
+                "interval spans more than a factor e)")
+    return (f"the video does not determine {', '.join(names[:-1])} and {names[-1]} "
+            f"separately: they trade off along ({weights})")
+
+
+def _set(tensors, x) -> None:
+    with torch.no_grad():
+        i = 0
+        for t in tensors:
+            t.copy_(x[i: i + t.numel()].reshape(t.shape).to(t.dtype))
+            i += t.numel()
+
+
+def _plain(x):
+    arr = np.asarray(x, dtype=np.float64)
+    return float(arr) if arr.ndim == 0 else arr.tolist()
