@@ -2,6 +2,7 @@
 
     gradsim-taichi estimate SCENE   parameters from video (cli/estimate.py)
     gradsim-taichi control TASK     a policy from one target image (cli/control.py)
+    gradsim-taichi landscape SCENE  the loss along one or two parameters (cli/landscape.py)
     gradsim-taichi simulate         the built-in spring net (cli/simulate.py)
     gradsim-taichi info             versions and what the runtime picks
 
@@ -39,6 +40,8 @@ COMMANDS = {
                  "gradsim_taichi.cli.estimate", "add_estimate_parser"),
     "control": ("train a policy through the simulator and renderer to reach a target image",
                 "gradsim_taichi.cli.control", "add_control_parser"),
+    "landscape": ("the loss along one or two parameters of a preset (curve or heat map)",
+                  "gradsim_taichi.cli.landscape", "add_landscape_parser"),
     "simulate": ("run the built-in spring-net scene; write .npz + GIF",
                  "gradsim_taichi.cli.simulate", "add_simulate_parser"),
 }
