@@ -6,7 +6,6 @@ import numpy as np
 
 from gradsim_taichi.builder import ModelBuilder
 from gradsim_taichi.render import Mesh
-from gradsim_taichi.scenes import register
 from gradsim_taichi.scenes.base import (
     ParamSpec,
     RenderPart,
@@ -15,6 +14,7 @@ from gradsim_taichi.scenes.base import (
     ground_part,
     ramp_colors,
 )
+from gradsim_taichi.scenes.registry import register
 
 
 def _cloth_params():

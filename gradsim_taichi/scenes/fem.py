@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradsim_taichi.builder import ModelBuilder
-from gradsim_taichi.scenes import register
 from gradsim_taichi.scenes.base import ParamSpec, Scene, ground_part, soft_parts
+from gradsim_taichi.scenes.registry import register
 
 
 def lame(young: float, poisson: float) -> tuple[float, float]:

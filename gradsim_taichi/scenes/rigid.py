@@ -6,8 +6,8 @@ import numpy as np
 
 from gradsim_taichi.builder import ModelBuilder
 from gradsim_taichi.render import Mesh
-from gradsim_taichi.scenes import register
 from gradsim_taichi.scenes.base import ParamSpec, RenderPart, Scene, ground_part
+from gradsim_taichi.scenes.registry import register
 
 SHAPES = ("box", "cone", "cylinder", "lshape")
 
