@@ -44,6 +44,11 @@ class ParamSpec:
             iterations move the parameter only within it (coarse-to-fine).
         positive: learn ``log(value)`` so the value stays > 0 (masses, stiffnesses).
         doc: what it is, with units.
+
+    A preset declares what it knows up front; fields that depend on the built mesh
+    (e.g. ``true=None, shape=(-1, 3)`` for a per-particle velocity) are filled in by
+    :meth:`Scene.derived_params` when the scene is built, in a new ParamSpec: a spec
+    object is never changed by building.
     """
 
     sim_name: str
