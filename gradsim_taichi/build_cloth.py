@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradsim_taichi.checks import check_finite, check_shape, per_item, per_row3
+
 _PIN_SETS = ("corners", "top_corners", "bottom_corners", "top", "bottom", "left", "right",
              "top_left", "top_right", "bottom_left", "bottom_right")
 
@@ -137,8 +139,6 @@ class ClothBuilderMixin:
         """Set the wind velocity (3,) [m/s] and optionally the global lift / drag
         coefficients; turns aerodynamics on (the ``wind``, ``cloth_lift`` and
         ``cloth_drag`` parameters exist only with aerodynamics)."""
-        from gradsim_taichi.builder import check_finite, check_shape
-
         st = self._cloth_state()
         st.wind = check_shape("wind velocity", check_finite("wind velocity", velocity), (3,))
         for name, value in (("lift", lift), ("drag", drag)):
@@ -203,7 +203,6 @@ class ClothBuilderMixin:
 
     def _add_cloth(self, x, tris, mass, density, pin_mask, velocity, tri_ke, tri_ka, tri_kd,
                    edge_ke, edge_kd, lift, drag, grid) -> Cloth:
-        from gradsim_taichi.builder import per_item
         from gradsim_taichi.meshes import triangle_areas
         from gradsim_taichi.solvers.bending import dihedral_angles, mesh_hinges
 
@@ -235,9 +234,7 @@ class ClothBuilderMixin:
                     raise ValueError(f"{name}={value:g} conflicts with {name}={old:g} given "
                                      f"earlier: aerodynamic coefficients are global")
                 setattr(st, name, value)
-        vel = np.asarray(velocity, dtype=np.float64)
-        vel = np.broadcast_to(vel, (n, 3)) if vel.shape == (3,) else vel
-        idx = self.add_particles(x, vel, masses, pin_mask)
+        idx = self.add_particles(x, per_row3("velocity", velocity, n), masses, pin_mask)
         faces = idx[tris]
         first_tri, first_hinge = st.triangle_count(), st.hinge_count()
         st.tris.append((faces, ke, ka, kd))
@@ -266,7 +263,8 @@ class ClothBuilderMixin:
         from gradsim_taichi.solvers.cloth_triangles import ClothTriangles
 
         faces, ke, ka, kd = (np.concatenate(p) for p in zip(*self._cloth.tris))
-        return ClothTriangles(faces, np.concatenate(self._x), ke, ka, kd)
+        # the rest shape is the configuration the cloth was added in, not its start pose
+        return ClothTriangles(faces, self._x_rest, ke, ka, kd)
 
     def _make_cloth_bending(self, model):
         from gradsim_taichi.solvers.bending import Bending

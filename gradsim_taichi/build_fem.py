@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradsim_taichi import runtime
+from gradsim_taichi.checks import check_finite, check_shape, per_item
+
 
 def _meshes():
     # imported on use: the mesh helpers pull in scipy, matplotlib and trimesh
@@ -25,8 +28,6 @@ def _meshes():
 
 def _rotation_matrix(rotation) -> np.ndarray:
     """A 3x3 rotation matrix, or a unit quaternion ``(x, y, z, w)`` (Warp's order)."""
-    from gradsim_taichi.builder import check_finite
-
     if rotation is None:
         return np.eye(3)
     r = check_finite("rotation", rotation)
@@ -95,8 +96,6 @@ class SoftBodyBuilderMixin:
                 ``rotation`` is a 3x3 matrix or a unit quaternion ``(x, y, z, w)``;
                 ``scale`` a positive scalar or ``(3,)``.
         """
-        from gradsim_taichi.builder import check_finite, check_shape, per_item
-
         x = check_shape("vertices", check_finite("vertices", vertices), (-1, 3))
         t = np.asarray(tets)
         if t.ndim != 2 or t.shape[1] != 4:
@@ -157,7 +156,9 @@ class SoftBodyBuilderMixin:
         from gradsim_taichi.solvers.fem_tets import TetFEM
 
         s = self._soft_state()
-        rest = model.particles._x0
+        # the rest shape is the configuration the meshes were added in (not a start pose
+        # set with set_particle_positions), in the runtime's precision like the state
+        rest = np.asarray(self._x_rest, dtype=runtime.np_dtype())
         fem = TetFEM(np.concatenate(s["tets"]), rest, np.concatenate(s["mu"]),
                      np.concatenate(s["lam"]), np.concatenate(s["kd"]),
                      np.concatenate(s["rho"]), model.particles)

@@ -25,6 +25,8 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gradsim_taichi.mass_properties import mass_properties
@@ -61,6 +63,30 @@ def _quaternion(orientation) -> np.ndarray:
     return arr / norm
 
 
+@dataclass(frozen=True)
+class RigidBodyInfo:
+    """A rigid body as added to the builder (copies: editing them changes nothing).
+
+    Attributes:
+        vertices: [N, 3] mesh-frame vertices [m]; faces: [M, 3] triangles.
+        mass: [kg]. com: centre of mass (3,), mesh frame [m].
+        inertia: (3, 3) inertia tensor about the centre of mass, mesh axes [kg m^2].
+        position: world position of the mesh frame's origin at t = 0 [m].
+        orientation: unit quaternion (w, x, y, z) at t = 0.
+        velocity: centre-of-mass velocity [m/s]; angular_velocity: world [rad/s].
+    """
+
+    vertices: np.ndarray
+    faces: np.ndarray
+    mass: float
+    com: np.ndarray
+    inertia: np.ndarray
+    position: np.ndarray
+    orientation: np.ndarray
+    velocity: np.ndarray
+    angular_velocity: np.ndarray
+
+
 class RigidBuilderMixin:
     """Rigid bodies from closed triangle meshes, applied forces, torques and impulses."""
 
@@ -80,8 +106,20 @@ class RigidBuilderMixin:
 
     @property
     def rigid_body_count(self) -> int:
+        """Number of rigid bodies added so far."""
         state = getattr(self, "_rigid_state", None)
         return 0 if state is None else len(state["bodies"])
+
+    def rigid_body(self, body: int) -> RigidBodyInfo:
+        """Mass properties and initial state of rigid body ``body`` (an index returned by
+        ``add_rigid_*``), as a read-only :class:`RigidBodyInfo` of copies."""
+        index = self._check_body(body)  # before the lookup: a builder may have no bodies
+        b = self._rigid_state["bodies"][index]
+        return RigidBodyInfo(
+            vertices=b["vertices"].copy(), faces=b["faces"].copy(), mass=float(b["mass"]),
+            com=b["com"].copy(), inertia=b["inertia_unit"] * b["mass"],
+            position=b["position"].copy(), orientation=b["orientation"].copy(),
+            velocity=b["velocity"].copy(), angular_velocity=b["angular_velocity"].copy())
 
     def add_rigid_body(self, mesh, density=None, mass=None, position=(0.0, 0.0, 0.0),
                        orientation=(1.0, 0.0, 0.0, 0.0), velocity=(0.0, 0.0, 0.0),

@@ -11,59 +11,15 @@ import numpy as np
 from gradsim_taichi.build_cloth import ClothBuilderMixin
 from gradsim_taichi.build_fem import SoftBodyBuilderMixin
 from gradsim_taichi.build_rigid import RigidBuilderMixin
+from gradsim_taichi.checks import (
+    check_finite,
+    check_ids,
+    check_indices,
+    check_shape,
+    per_item,
+    per_row3,
+)
 from gradsim_taichi.model import Model
-
-
-def check_finite(name: str, values) -> np.ndarray:
-    """Return ``values`` as float64, raising ValueError if any entry is NaN or inf."""
-    arr = np.asarray(values, dtype=np.float64)
-    if not np.all(np.isfinite(arr)):
-        bad = np.argwhere(~np.isfinite(arr))[:3].tolist()
-        raise ValueError(f"{name} contains NaN or inf (at index {bad})")
-    return arr
-
-
-def check_shape(name: str, arr: np.ndarray, shape: tuple) -> np.ndarray:
-    """Check ``arr.shape`` against ``shape`` (``-1`` matches any length)."""
-    if arr.ndim != len(shape) or any(s != -1 and s != a for s, a in zip(shape, arr.shape)):
-        want = "(" + ", ".join("N" if s == -1 else str(s) for s in shape) + ")"
-        raise ValueError(f"{name} must have shape {want}; got {arr.shape}")
-    return arr
-
-
-def per_item(name: str, value, count: int, positive=False, nonnegative=False) -> np.ndarray:
-    """A scalar or an array of length ``count`` -> float64 array of length ``count``."""
-    arr = check_finite(name, value)
-    if arr.ndim == 0:
-        arr = np.full(count, float(arr))
-    elif arr.shape != (count,):
-        raise ValueError(f"{name} must be a scalar or have length {count}; got shape {arr.shape}")
-    if positive and count and arr.min() <= 0:
-        i = int(np.argmin(arr))
-        raise ValueError(f"{name} must be > 0; got {arr[i]:.6g} at index {i}")
-    if nonnegative and count and arr.min() < 0:
-        i = int(np.argmin(arr))
-        raise ValueError(f"{name} must be >= 0; got {arr[i]:.6g} at index {i}")
-    return arr
-
-
-def check_indices(name: str, idx, count: int, width: int) -> np.ndarray:
-    """Integer index array of shape (M, width) with every entry in [0, count)."""
-    arr = np.asarray(idx)
-    if arr.size == 0:
-        return np.zeros((0, width), dtype=np.int64)
-    if not np.issubdtype(arr.dtype, np.integer):
-        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-            raise ValueError(f"{name} must hold integer indices")
-        arr = arr.astype(np.int64)
-    arr = check_shape(name, arr.reshape(-1, width) if arr.ndim == 1 else arr, (-1, width))
-    bad = np.argwhere((arr < 0) | (arr >= count))
-    if len(bad):
-        r, c = bad[0]
-        raise ValueError(
-            f"{name}[{r}] refers to particle {arr[r, c]}, out of range [0, {count})"
-        )
-    return arr.astype(np.int64)
 
 
 class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
@@ -106,11 +62,16 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
             elastic_width=float(per_item("contact_elastic_width", contact_elastic_width, 1,
                                          positive=True)[0]))
         self.set_ground_contact(contact_ke, contact_kd, contact_kf, contact_mu)
-        self._x: list[np.ndarray] = []
-        self._v: list[np.ndarray] = []
-        self._m: list[np.ndarray] = []
-        self._pinned: list[np.ndarray] = []
-        self._force: list[np.ndarray] = []
+        # Per-particle arrays, one row per particle in index order. ``_x_rest`` is the
+        # configuration springs, cloth triangles, hinges and tets take their rest state
+        # from; ``_x`` the positions at t = 0 (the same unless set_particle_positions
+        # moved them: a start pose that is not the rest pose).
+        self._x_rest = np.zeros((0, 3))
+        self._x = np.zeros((0, 3))
+        self._v = np.zeros((0, 3))
+        self._m = np.zeros(0)
+        self._pinned = np.zeros(0, dtype=bool)
+        self._force = np.zeros((0, 3))
         self._springs: list[tuple] = []
         # Extension points for other solvers' builder methods (cloth, FEM, rigid bodies):
         # callables run at finalize() that return a particle force model / a system.
@@ -120,35 +81,36 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
     # ---- particles ---------------------------------------------------------------------
     @property
     def particle_count(self) -> int:
-        return int(sum(len(x) for x in self._x))
+        """Number of particles added so far (cloth and soft-mesh vertices included)."""
+        return len(self._x)
 
     def add_particles(self, positions, velocities=None, mass=1.0, pinned=False, force=None):
         """Add N particles; returns their indices as an int array.
 
         Args:
-            positions: [N, 3] metres.
-            velocities: [N, 3] m/s (default zero).
+            positions: [N, 3] metres; both the rest and the start (t = 0) positions
+                (see :meth:`set_particle_positions` for a start pose of its own).
+            velocities: [N, 3] or (3,) m/s (default zero).
             mass: scalar or [N], kg, > 0 (pinned particles too: it is their mass if unpinned).
             pinned: bool or [N] bools; pinned particles stay where they are.
             force: constant external force [N, 3] or (3,) newtons.
         """
         x = check_shape("positions", check_finite("positions", positions), (-1, 3))
         n = len(x)
-        v = np.zeros((n, 3)) if velocities is None else check_finite("velocities", velocities)
-        v = check_shape("velocities", np.broadcast_to(v, (n, 3)) if v.shape == (3,) else v, (n, 3))
+        v = np.zeros((n, 3)) if velocities is None else per_row3("velocities", velocities, n)
         m = per_item("mass", mass, n, positive=True)
         p = np.broadcast_to(np.asarray(pinned, dtype=bool), (n,)).copy() \
             if np.ndim(pinned) == 0 else np.asarray(pinned, dtype=bool)
         if p.shape != (n,):
             raise ValueError(f"pinned must be a bool or have length {n}; got shape {p.shape}")
-        fr = np.zeros((n, 3)) if force is None else check_finite("force", force)
-        fr = check_shape("force", np.broadcast_to(fr, (n, 3)) if fr.shape == (3,) else fr, (n, 3))
+        fr = np.zeros((n, 3)) if force is None else per_row3("force", force, n)
         start = self.particle_count
-        self._x.append(x.copy())
-        self._v.append(np.array(v))
-        self._m.append(m)
-        self._pinned.append(p)
-        self._force.append(np.array(fr))
+        self._x_rest = np.concatenate([self._x_rest, x])
+        self._x = np.concatenate([self._x, x])
+        self._v = np.concatenate([self._v, v])
+        self._m = np.concatenate([self._m, m])
+        self._pinned = np.concatenate([self._pinned, p])
+        self._force = np.concatenate([self._force, fr])
         return np.arange(start, start + n)
 
     def add_particle(self, position, velocity=(0.0, 0.0, 0.0), mass=1.0, pinned=False,
@@ -157,10 +119,63 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
         return int(self.add_particles(np.reshape(position, (1, 3)), np.reshape(velocity, (1, 3)),
                                       mass, pinned, np.reshape(force, (1, 3)))[0])
 
+    # Reads return copies: editing them changes nothing; use the set_particle_* methods.
+    def _ids(self, ids, unique=False) -> np.ndarray:
+        if ids is None:
+            return np.arange(self.particle_count)
+        return check_ids("ids", ids, self.particle_count, unique=unique)
+
+    def particle_positions(self, ids=None) -> np.ndarray:
+        """Start positions (t = 0) ``[M, 3]`` [m] of particles ``ids`` (default: all)."""
+        return self._x[self._ids(ids)].copy()
+
+    def particle_rest_positions(self, ids=None) -> np.ndarray:
+        """Rest positions ``[M, 3]`` [m] of particles ``ids`` (default: all): the
+        configuration the particles were added in, which springs, cloth and tets are
+        undeformed in."""
+        return self._x_rest[self._ids(ids)].copy()
+
+    def particle_velocities(self, ids=None) -> np.ndarray:
+        """Initial velocities ``[M, 3]`` [m/s] of particles ``ids`` (default: all)."""
+        return self._v[self._ids(ids)].copy()
+
+    def particle_masses(self, ids=None) -> np.ndarray:
+        """Masses ``[M]`` [kg] of particles ``ids`` (default: all)."""
+        return self._m[self._ids(ids)].copy()
+
+    def particle_pinned(self, ids=None) -> np.ndarray:
+        """Bool mask ``[M]``: which of particles ``ids`` (default: all) are pinned."""
+        return self._pinned[self._ids(ids)].copy()
+
+    def set_particle_positions(self, ids, positions) -> None:
+        """Start the particles ``ids`` at ``positions`` (``[M, 3]`` or one ``(3,)``, m)
+        instead of where they were added, *without* changing the rest configuration:
+        springs, cloth triangles, hinges and tets built from these particles (before or
+        after this call) keep the rest shape they were added with, so a start pose that
+        differs from the rest pose is under elastic stress at t = 0."""
+        idx = self._ids(ids, unique=True)
+        self._x[idx] = per_row3("positions", positions, len(idx))
+
+    def set_particle_velocities(self, ids, velocities) -> None:
+        """Initial velocities of the particles ``ids``: ``[M, 3]`` or one ``(3,)`` shared
+        by all of them [m/s]."""
+        idx = self._ids(ids, unique=True)
+        self._v[idx] = per_row3("velocities", velocities, len(idx))
+
+    def set_particle_masses(self, ids, masses) -> None:
+        """Masses of the particles ``ids``: a scalar or ``[M]`` [kg], each > 0.
+
+        A soft mesh's learnable ``density`` rewrites the masses of its particles when it
+        is set on the Simulation (the last one set wins, as for ``mass``)."""
+        idx = self._ids(ids, unique=True)
+        self._m[idx] = per_item("masses", masses, len(idx), positive=True)
+
     # ---- springs -----------------------------------------------------------------------
     def add_springs(self, pairs, stiffness, damping=0.0, rest_length=None):
         """Add springs between particle pairs [S, 2]. ``rest_length`` defaults to the
-        current distance; stiffness, damping and rest length are scalars or [S]."""
+        distance in the rest configuration (the positions the particles were added with,
+        see :meth:`particle_rest_positions`); stiffness, damping and rest length are
+        scalars or [S]."""
         n = self.particle_count
         ends = check_indices("spring", pairs, n, 2)
         s = len(ends)
@@ -168,7 +183,7 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
         if len(same):
             raise ValueError(f"spring {same[0]} joins particle {ends[same[0], 0]} to itself")
         if rest_length is None:
-            x = np.concatenate(self._x) if self._x else np.zeros((0, 3))
+            x = self._x_rest
             rest = np.linalg.norm(x[ends[:, 1]] - x[ends[:, 0]], axis=1)
         else:
             rest = per_item("rest_length", rest_length, s)
@@ -208,11 +223,11 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
         particles = None
         if self.particle_count:
             particles = dict(
-                positions=np.concatenate(self._x),
-                velocities=np.concatenate(self._v),
-                masses=np.concatenate(self._m),
-                pinned=np.concatenate(self._pinned),
-                forces=np.concatenate(self._force),
+                positions=self._x.copy(),
+                velocities=self._v.copy(),
+                masses=self._m.copy(),
+                pinned=self._pinned.copy(),
+                forces=self._force.copy(),
                 gravity=self.gravity,
             )
         springs = None

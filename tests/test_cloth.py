@@ -400,10 +400,10 @@ def test_cloth_builders_merge_pin_and_load(tmp_path):
     a = b.add_cloth_grid(resolution=(2, 3), pinned=["top_left", "bottom_right"], density=0.2)
     assert a.particles.tolist() == list(range(12))
     assert a.faces.shape == (12, 3) and len(a.hinges) == 2 * 2 + 1 * 3 + 2 * 3
-    pinned = np.concatenate(b._pinned)
+    pinned = b.particle_pinned()
     assert sorted(np.nonzero(pinned)[0].tolist()) == sorted(a.grid.corners[[3, 1]].tolist())
     # area-lumped mass: total = density * area
-    assert abs(np.concatenate(b._m).sum() - 0.2) < 1e-12
+    assert abs(b.particle_masses().sum() - 0.2) < 1e-12
 
     mesh = trimesh.creation.icosphere(subdivisions=1)
     path = tmp_path / "ball.obj"
@@ -412,7 +412,7 @@ def test_cloth_builders_merge_pin_and_load(tmp_path):
                               tri_ke=[1.0] * len(mesh.faces))
     assert c.particles[0] == 12 and len(c.particles) == len(mesh.vertices)
     assert len(c.hinges) == len(mesh.edges_unique)  # closed surface: every edge is a hinge
-    np.testing.assert_allclose(np.concatenate(b._x)[12:].mean(0), [0, 2, 0], atol=1e-9)
+    np.testing.assert_allclose(b.particle_positions(c.particles).mean(0), [0, 2, 0], atol=1e-9)
     assert c.triangles[0] == 12 and c.hinges[0] == len(a.hinges)
 
     model = b.finalize()

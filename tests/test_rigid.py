@@ -220,8 +220,7 @@ def test_add_rigid_from_file(tmp_path):
     trimesh.creation.cone(0.2, 0.5, sections=24).export(path)
     b = gs.ModelBuilder()
     assert b.add_rigid_from_file(path, density=300.0) == 0
-    body = b._rigid_state["bodies"][0]
-    assert body["mass"] == pytest.approx(300.0 * trimesh.load(path).volume, rel=1e-9)
+    assert b.rigid_body(0).mass == pytest.approx(300.0 * trimesh.load(path).volume, rel=1e-9)
 
 
 # ---- gradients ---------------------------------------------------------------------------

@@ -136,3 +136,76 @@ def test_estimation_from_a_perturbed_guess_recovers_the_truth(name):
     for n in IDENTIFIED[name]:
         one = {n: result.params[n]}
         assert error(scene, one) < error(scene, {n: init[n]}) / 10, n
+
+
+# ---- the ParamSpec contract: build_model only builds; derived fields via derived_params ----
+SPEC_FIELDS = ("sim_name", "true", "low", "high", "shape", "positive", "doc", "draw_shape",
+               "draw_pattern", "basis")
+
+
+def spec_values(spec):
+    """A spec's fields as copies (arrays copied), to compare against later."""
+    return {f: (np.array(v) if isinstance(v, np.ndarray) else v)
+            for f in SPEC_FIELDS for v in [getattr(spec, f)]}
+
+
+def assert_same_values(spec, values):
+    for f, want in values.items():
+        got = getattr(spec, f)
+        if isinstance(want, np.ndarray) or isinstance(got, np.ndarray):
+            assert isinstance(got, np.ndarray) and isinstance(want, np.ndarray), f
+            np.testing.assert_array_equal(got, want, err_msg=f)
+        else:
+            assert got == want, f
+
+
+@pytest.mark.parametrize("name, param, ids", [("cloth-velocity", "velocity", "_cloth_ids"),
+                                              ("fem-ball", "mass", "_ids")])
+def test_building_twice_gives_equal_specs_and_never_mutates_them(name, param, ids):
+    import gradsim_taichi as gs
+
+    scene = make_scene(name, **SMALL)
+    declared = dict(scene.params)
+    declared_values = {n: spec_values(s) for n, s in declared.items()}
+    assert declared[param].true is None  # the truth depends on the mesh
+    scene.build()
+    first = dict(scene.params)
+    first_values = {n: spec_values(s) for n, s in first.items()}
+    for n, spec in declared.items():  # the declared objects are unchanged
+        assert_same_values(spec, declared_values[n])
+    assert first[param] is not declared[param]
+    # the derived truth is the built model's: the per-particle velocities / masses
+    engine = scene.sim.get_param(first[param].sim_name)[getattr(scene, ids)]
+    np.testing.assert_array_equal(first[param].true, engine)
+    assert first[param].shape == engine.shape
+    assert first[param].basis is not None and first[param].basis.shape[0] == engine.size
+    draw = first[param].draw(np.random.default_rng(0))  # guesses have the truth's shape
+    assert draw.shape == engine.shape
+
+    scene.build_model()  # as a control task's stepper() does: only builds
+    assert all(scene.params[n] is first[n] for n in first)
+    gs.init(arch="cpu", precision="f64")  # frees every field: the scene builds again
+    scene.ensure_built()
+    for n, spec in scene.params.items():
+        assert_same_values(spec, first_values[n])
+    for n, spec in first.items():  # ... without touching the specs of the first build
+        assert_same_values(spec, first_values[n])
+    for n, spec in declared.items():
+        assert_same_values(spec, declared_values[n])
+
+
+def test_derived_params_must_name_known_params_and_fields():
+    from toy_scene import SpringSheet
+
+    class Unknown(SpringSheet):
+        def derived_params(self, builder):
+            return {"stiffness": {"true": 1.0}}
+
+    class BadField(SpringSheet):
+        def derived_params(self, builder):
+            return {"mass": {"truth": 1.0}}
+
+    with pytest.raises(ValueError, match="derived_params names parameter 'stiffness'"):
+        Unknown().build()
+    with pytest.raises(ValueError, match=r"gives 'mass' the fields \['truth'\]"):
+        BadField().build()

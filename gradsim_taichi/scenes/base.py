@@ -2,13 +2,20 @@
 initial guesses are drawn from.
 
 A preset subclasses :class:`Scene` and implements :meth:`Scene.build_model` (a
-ModelBuilder for given parameter values) and :meth:`Scene.render_meshes` (the meshes
+ModelBuilder for given parameter values) and :meth:`Scene.render_parts` (the meshes
 to draw and where their vertices come from in the simulation outputs).
+
+The :class:`ParamSpec` contract: ``build_model`` only builds; it never changes
+``self.params``. A spec's values that depend on the built mesh (a per-particle truth and
+its shape, a draw pattern, a basis) come from :meth:`Scene.derived_params`, which
+:meth:`Scene.build` applies once per build with :func:`dataclasses.replace`: the spec
+objects a scene was declared with are never mutated, and building again (after
+``gradsim_taichi.init`` resets Taichi) gives equal specs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import torch
@@ -37,6 +44,11 @@ class ParamSpec:
             iterations move the parameter only within it (coarse-to-fine).
         positive: learn ``log(value)`` so the value stays > 0 (masses, stiffnesses).
         doc: what it is, with units.
+
+    A preset declares what it knows up front; fields that depend on the built mesh
+    (e.g. ``true=None, shape=(-1, 3)`` for a per-particle velocity) are filled in by
+    :meth:`Scene.derived_params` when the scene is built, in a new ParamSpec: a spec
+    object is never changed by building.
     """
 
     sim_name: str
@@ -114,8 +126,19 @@ class Scene:
 
     # ---- to implement in presets ------------------------------------------------------
     def build_model(self):
-        """A ModelBuilder of the scene at its ground-truth parameters."""
+        """A ModelBuilder of the scene at its ground-truth parameters. Only builds: it
+        may be called more than once per scene and must not change :attr:`params`
+        (values that depend on the mesh belong in :meth:`derived_params`)."""
         raise NotImplementedError
+
+    def derived_params(self, builder) -> dict[str, dict]:
+        """Fields of :attr:`params` that depend on the built model, as
+        ``{param name: {ParamSpec field: value}}`` (e.g. a per-particle ``true`` read from
+        ``builder`` and its ``shape``); :meth:`build` puts them into new ParamSpec
+        objects. Called with the ModelBuilder :meth:`build_model` returned, once per
+        build; the values must follow from the scene's fields and declared specs alone,
+        so that every build gives the same specs. Default: nothing derived."""
+        return {}
 
     def render_parts(self, model) -> list[RenderPart]:
         """The meshes to draw, given the finalized model."""
@@ -129,6 +152,7 @@ class Scene:
         """Build the model, the Simulation and the renderer (after ``gradsim_taichi.init``)."""
         runtime.ensure_init()
         builder = self.build_model()
+        self.params = self._with_derived(self.derived_params(builder))
         model = builder.finalize()
         self.sim = Simulation(model, frames=self.frames, substeps=self.substeps, fps=self.fps)
         self.configure(self.sim)
@@ -155,6 +179,23 @@ class Scene:
                                        background=torch.tensor(self.background,
                                                                dtype=runtime.torch_dtype()))
         self._generation = runtime.generation()
+
+    def _with_derived(self, derived: dict) -> dict:
+        """:attr:`params` with the derived fields applied (new spec objects for the
+        changed ones; the others are kept as they are)."""
+        names = {f.name for f in fields(ParamSpec)} - {"sim_name"}
+        out = dict(self.params)
+        for name, values in derived.items():
+            if name not in out:
+                raise ValueError(f"scene '{self.name}': derived_params names parameter "
+                                 f"{name!r}, which is not in params ({', '.join(out)})")
+            unknown = set(values) - names
+            if unknown:
+                raise ValueError(f"scene '{self.name}': derived_params gives {name!r} the "
+                                 f"fields {sorted(unknown)}; ParamSpec fields are "
+                                 f"{sorted(names)}")
+            out[name] = replace(out[name], **values)
+        return out
 
     def ensure_built(self) -> None:
         if getattr(self, "_generation", None) != runtime.generation():

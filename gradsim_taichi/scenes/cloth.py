@@ -64,17 +64,23 @@ class ClothVelocity(Scene):
         cloth = b.add_cloth_grid((size, size), self.resolution, origin=(-0.45, 0.3, -0.25),
                                  density=1.0, tri_ke=200.0, tri_ka=200.0, tri_kd=1.0,
                                  edge_ke=0.5, edge_kd=0.0, lift=0.5, drag=1.0)
-        x = np.concatenate(b._x)[cloth.particles]
-        r = x - x.mean(axis=0)
-        v = np.asarray(self.base_velocity) + self.spin * np.stack(
-            [r[:, 2], np.zeros(len(r)), -r[:, 0]], axis=1)
         spec = self.params["velocity"]
-        if spec.true is None:
-            spec.true, spec.shape = v, v.shape
-        spec.basis = affine_basis(x)
-        b._v[-1][:] = spec.true  # the cloth was the last particles added
+        v = spec.true
+        if v is None:  # the default truth: a translation plus a spin about the centre
+            x = b.particle_positions(cloth.particles)
+            r = x - x.mean(axis=0)
+            v = np.asarray(self.base_velocity) + self.spin * np.stack(
+                [r[:, 2], np.zeros(len(r)), -r[:, 0]], axis=1)
+        b.set_particle_velocities(cloth.particles, v)
         self._faces = cloth.faces
+        self._cloth_ids = cloth.particles
         return b
+
+    def derived_params(self, b):
+        # the truth is what was built; the coarse stage moves within the affine fields
+        v = b.particle_velocities(self._cloth_ids)
+        x = b.particle_rest_positions(self._cloth_ids)
+        return {"velocity": dict(true=v, shape=v.shape, basis=affine_basis(x))}
 
     def render_parts(self, model):
         colors = ramp_colors(self.sim.get_param("initial_position"), (0.75, 0.6, 0.3))

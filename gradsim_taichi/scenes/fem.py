@@ -133,17 +133,19 @@ class FemBall(Scene):
         ids = b.add_soft_ball(0.15, subdivisions=1, origin=(-0.35, 0.35, 0.0),
                               density=self.density, mu=t["mu"], lam=t["lambda"], damping=1.0,
                               velocity=(1.2, 0.5, 0.0))
-        masses = np.concatenate(b._m)[ids]
-        spec = self.params["mass"]
-        if spec.true is None:  # ground truth: the lumped masses of the mesh
-            spec.true, spec.shape = masses, masses.shape
-        # Guesses are uniform densities (each particle's lumped volume share), and the
-        # first iterations learn that density alone (log-masses move together); then
-        # every particle's mass is free. Element by element the video barely constrains
-        # the masses (from a per-particle random guess: error 0.64 -> 0.40 in 120 steps).
-        spec.draw_pattern = masses / self.density
-        spec.basis = np.full((len(masses), 1), 1.0 / np.sqrt(len(masses)))
+        self._ids = ids
         return b
+
+    def derived_params(self, b):
+        # ground truth: the lumped masses of the mesh. Guesses are uniform densities
+        # (each particle's lumped volume share), and the first iterations learn that
+        # density alone (log-masses move together); then every particle's mass is free.
+        # Element by element the video barely constrains the masses (from a per-particle
+        # random guess: error 0.64 -> 0.40 in 120 steps).
+        masses = b.particle_masses(self._ids)
+        return {"mass": dict(true=masses, shape=masses.shape,
+                             draw_pattern=masses / self.density,
+                             basis=np.full((len(masses), 1), 1.0 / np.sqrt(len(masses))))}
 
     def render_parts(self, model):
         rest = self.sim.get_param("initial_position")

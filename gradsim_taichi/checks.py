@@ -1,0 +1,104 @@
+"""Input validators shared by the ModelBuilder and its solver mixins.
+
+Each returns the value converted to a numpy array, or raises ValueError naming the
+argument, the offending value (and its index) and what was expected. They live in
+their own module so that ``builder.py`` and the ``build_*.py`` mixins it is made of can
+all import them at the top level (no import cycle).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def check_finite(name: str, values) -> np.ndarray:
+    """Return ``values`` as float64, raising ValueError if any entry is NaN or inf."""
+    arr = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[:3].tolist()
+        raise ValueError(f"{name} contains NaN or inf (at index {bad})")
+    return arr
+
+
+def check_shape(name: str, arr: np.ndarray, shape: tuple) -> np.ndarray:
+    """Check ``arr.shape`` against ``shape`` (``-1`` matches any length)."""
+    if arr.ndim != len(shape) or any(s != -1 and s != a for s, a in zip(shape, arr.shape)):
+        want = "(" + ", ".join("N" if s == -1 else str(s) for s in shape) + ")"
+        raise ValueError(f"{name} must have shape {want}; got {arr.shape}")
+    return arr
+
+
+def per_item(name: str, value, count: int, positive=False, nonnegative=False) -> np.ndarray:
+    """A scalar or an array of length ``count`` -> float64 array of length ``count``."""
+    arr = check_finite(name, value)
+    if arr.ndim == 0:
+        arr = np.full(count, float(arr))
+    elif arr.shape != (count,):
+        raise ValueError(f"{name} must be a scalar or have length {count}; got shape {arr.shape}")
+    if positive and count and arr.min() <= 0:
+        i = int(np.argmin(arr))
+        raise ValueError(f"{name} must be > 0; got {arr[i]:.6g} at index {i}")
+    if nonnegative and count and arr.min() < 0:
+        i = int(np.argmin(arr))
+        raise ValueError(f"{name} must be >= 0; got {arr[i]:.6g} at index {i}")
+    return arr
+
+
+def per_row3(name: str, value, count: int) -> np.ndarray:
+    """A ``(3,)`` vector (shared by all rows) or ``[count, 3]`` finite values ->
+    float64 ``[count, 3]`` (a copy)."""
+    arr = check_finite(name, value)
+    if arr.shape == (3,):
+        return np.tile(arr, (count, 1))
+    return check_shape(name, arr, (count, 3)).copy()
+
+
+def check_indices(name: str, idx, count: int, width: int) -> np.ndarray:
+    """Integer index array of shape (M, width) with every entry in [0, count)."""
+    arr = np.asarray(idx)
+    if arr.size == 0:
+        return np.zeros((0, width), dtype=np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError(f"{name} must hold integer indices")
+        arr = arr.astype(np.int64)
+    arr = check_shape(name, arr.reshape(-1, width) if arr.ndim == 1 else arr, (-1, width))
+    bad = np.argwhere((arr < 0) | (arr >= count))
+    if len(bad):
+        r, c = bad[0]
+        raise ValueError(
+            f"{name}[{r}] refers to particle {arr[r, c]}, out of range [0, {count})"
+        )
+    return arr.astype(np.int64)
+
+
+def check_ids(name: str, ids, count: int, unique: bool = False) -> np.ndarray:
+    """A particle index, or a 1-D sequence of them, each in ``[0, count)`` -> int64 ``[M]``.
+
+    ``unique=True`` rejects repeated indices (a setter given one particle twice would
+    keep only one of its two values)."""
+    arr = np.asarray(ids)
+    if arr.dtype == bool:
+        # a mask would silently read as the indices 0 and 1
+        raise ValueError(f"{name} must be integer particle indices, not a bool mask "
+                         f"(use np.nonzero(mask)[0])")
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        if not np.issubdtype(arr.dtype, np.floating) or not np.all(np.isfinite(arr)) \
+                or np.any(arr != np.round(arr)):
+            raise ValueError(f"{name} must hold integer particle indices; got {ids!r}")
+        arr = arr.astype(np.int64)
+    if arr.ndim > 1:
+        raise ValueError(f"{name} must be an index or a 1-D array of indices; "
+                         f"got shape {arr.shape}")
+    arr = arr.reshape(-1).astype(np.int64)
+    bad = np.nonzero((arr < 0) | (arr >= count))[0]
+    if len(bad):
+        i = bad[0]
+        raise ValueError(f"{name}[{i}] = {arr[i]} is not a particle index in [0, {count})")
+    if unique:
+        values, counts = np.unique(arr, return_counts=True)
+        if np.any(counts > 1):
+            raise ValueError(f"{name} lists particle {values[counts > 1][0]} more than once")
+    return arr
