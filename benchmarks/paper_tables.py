@@ -16,6 +16,7 @@ measurement.
 """
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -52,10 +53,12 @@ def rel_mae(est, true) -> float:
 
 def run_instance(name, overrides, truth_rng, seed, supervision, iters=None):
     scene = make_scene(name, **overrides)
-    for spec in scene.params.values():
-        if spec.true is not None and np.ndim(spec.true) == 0:
-            # a fresh ground truth inside the documented range
-            spec.true = float(np.exp(truth_rng.uniform(np.log(spec.low), np.log(spec.high))))
+    # a fresh ground truth inside the documented range (new specs: declared ones are
+    # never changed)
+    scene.params = {n: dataclasses.replace(spec, true=float(np.exp(truth_rng.uniform(
+                        np.log(spec.low), np.log(spec.high)))))
+                    if spec.true is not None and np.ndim(spec.true) == 0 else spec
+                    for n, spec in scene.params.items()}
     scene.build()
     target = render_target(scene, supervision)
     t0 = time.perf_counter()
