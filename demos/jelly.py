@@ -41,9 +41,9 @@ def build(substeps=32):
     mu, lam = lame(YOUNG, POISSON)
     b = gs.ModelBuilder(contact_ke=2e3, contact_kd=20.0, contact_kf=20.0, contact_mu=0.6)
     kw = dict(density=500.0, mu=mu, lam=lam, damping=0.5)
-    tilt = np.array([0.0, 0.0, np.sin(0.2), np.cos(0.2)])  # quaternion (x, y, z, w)
+    tilt = np.array([np.cos(0.2), 0.0, 0.0, np.sin(0.2)])  # quaternion (w, x, y, z)
     b.add_soft_box((0.3, 0.3, 0.3), resolution=(4, 4, 4), origin=(-0.45, 0.55, -0.15),
-                   rotation=tilt, **kw)
+                   orientation=tilt, **kw)
     b.add_soft_ball(0.17, subdivisions=2, origin=(0.35, 0.85, 0.0), velocity=(-0.3, 0, 0),
                     **kw)
     surfaces = [(offset + np.arange(tris.max() + 1), np.asarray(tris))

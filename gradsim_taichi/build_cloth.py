@@ -17,7 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradsim_taichi.checks import check_finite, check_shape, per_item, per_row3
+from gradsim_taichi.checks import (
+    check_finite,
+    check_shape,
+    per_item,
+    per_row3,
+    placement_rotation,
+)
 
 _PIN_SETS = ("corners", "top_corners", "bottom_corners", "top", "bottom", "left", "right",
              "top_left", "top_right", "bottom_left", "bottom_right")
@@ -100,14 +106,16 @@ class ClothBuilderMixin:
                                grid)
 
     def add_cloth_mesh(self, vertices, triangles, origin=(0.0, 0.0, 0.0), scale=1.0,
-                       rotation=None, mass=None, density=None, pinned=None,
+                       orientation=None, mass=None, density=None, pinned=None,
                        velocity=(0.0, 0.0, 0.0), tri_ke=100.0, tri_ka=100.0, tri_kd=10.0,
-                       edge_ke=100.0, edge_kd=0.0, lift=None, drag=None) -> Cloth:
+                       edge_ke=100.0, edge_kd=0.0, lift=None, drag=None,
+                       rotation=None) -> Cloth:
         """Add cloth from a triangle mesh: vertices [N, 3] placed at
-        ``origin + scale * rotation @ vertex`` and triangles [T, 3] (a consistently wound
-        manifold without degenerate triangles or unused vertices). ``pinned`` is None,
-        local vertex indices or a bool mask [N]; other arguments as in
-        :meth:`add_cloth_grid`."""
+        ``origin + scale * R @ vertex`` (``orientation``: a quaternion ``(w, x, y, z)`` or
+        a 3x3 matrix, as for ``add_rigid_body``; ``rotation``: its deprecated name) and
+        triangles [T, 3] (a consistently wound manifold without degenerate triangles or
+        unused vertices). ``pinned`` is None, local vertex indices or a bool mask [N];
+        other arguments as in :meth:`add_cloth_grid`."""
         from gradsim_taichi.meshes import validate_triangle_mesh
 
         v, t = validate_triangle_mesh(vertices, triangles, require_manifold=True,
@@ -118,11 +126,7 @@ class ClothBuilderMixin:
         o = np.asarray(origin, dtype=np.float64)
         if o.shape != (3,) or not np.all(np.isfinite(o)):
             raise ValueError(f"origin must be 3 finite numbers; got {origin!r}")
-        r = np.eye(3) if rotation is None else np.asarray(rotation, dtype=np.float64)
-        if r.shape != (3, 3) or not np.allclose(r @ r.T, np.eye(3), atol=1e-6) \
-                or np.linalg.det(r) <= 0:
-            raise ValueError("rotation must be a proper 3x3 rotation matrix (R R^T = I, "
-                             f"det R = 1); got {np.asarray(rotation).tolist()!r}")
+        r = placement_rotation(orientation, rotation, "add_cloth_mesh")
         pin_mask = self._cloth_pin_mask(pinned, len(v), None)
         return self._add_cloth(o + s * v @ r.T, t, mass, density, pin_mask, velocity, tri_ke,
                                tri_ka, tri_kd, edge_ke, edge_kd, lift, drag, None)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradsim_taichi import runtime
-from gradsim_taichi.checks import check_finite, check_shape, per_item
+from gradsim_taichi.checks import check_finite, check_shape, per_item, placement_rotation
 
 
 def _meshes():
@@ -24,32 +24,6 @@ def _meshes():
     from gradsim_taichi import meshes
 
     return meshes
-
-
-def _rotation_matrix(rotation) -> np.ndarray:
-    """A 3x3 rotation matrix, or a unit quaternion ``(x, y, z, w)`` (Warp's order)."""
-    if rotation is None:
-        return np.eye(3)
-    r = check_finite("rotation", rotation)
-    if r.shape == (4,):
-        norm = np.linalg.norm(r)
-        if not np.isclose(norm, 1.0, atol=1e-6):
-            raise ValueError(
-                f"rotation quaternion (x, y, z, w) must have unit norm; got {norm:.6g}"
-            )
-        x, y, z, w = r / norm
-        return np.array([
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ])
-    if r.shape != (3, 3):
-        raise ValueError(
-            f"rotation must be a 3x3 matrix or a quaternion (x, y, z, w); got shape {r.shape}"
-        )
-    if not np.allclose(r @ r.T, np.eye(3), atol=1e-6) or np.linalg.det(r) <= 0:
-        raise ValueError("rotation must be a proper rotation matrix (R R^T = I, det R = +1)")
-    return r
 
 
 class SoftBodyBuilderMixin:
@@ -76,7 +50,7 @@ class SoftBodyBuilderMixin:
 
     def add_soft_mesh(self, vertices, tets, density=1000.0, mu=1e4, lam=1e4, damping=0.0,
                       velocity=(0.0, 0.0, 0.0), pinned=None, origin=(0.0, 0.0, 0.0),
-                      rotation=None, scale=1.0) -> np.ndarray:
+                      orientation=None, scale=1.0, rotation=None) -> np.ndarray:
         """Add a tetrahedral solid; returns the particle indices of its vertices.
 
         Args:
@@ -92,9 +66,11 @@ class SoftBodyBuilderMixin:
             damping: strain-rate viscosity [Pa s], scalar or ``[T]``, >= 0.
             velocity: initial velocity, ``(3,)`` or ``[N, 3]`` [m/s] (world frame).
             pinned: None, a bool mask ``[N]`` or an array of vertex indices to hold fixed.
-            origin, rotation, scale: placement ``x = origin + R (scale * vertices)``;
-                ``rotation`` is a 3x3 matrix or a unit quaternion ``(x, y, z, w)``;
-                ``scale`` a positive scalar or ``(3,)``.
+            origin, orientation, scale: placement ``x = origin + R (scale * vertices)``;
+                ``orientation`` is a quaternion ``(w, x, y, z)`` or a 3x3 matrix (as for
+                ``add_rigid_body``); ``scale`` a positive scalar or ``(3,)``.
+            rotation: deprecated (a matrix, or a quaternion in ``(x, y, z, w)`` order);
+                use ``orientation``.
         """
         x = check_shape("vertices", check_finite("vertices", vertices), (-1, 3))
         t = np.asarray(tets)
@@ -106,7 +82,8 @@ class SoftBodyBuilderMixin:
         if scale_v.shape not in ((), (3,)) or np.any(scale_v <= 0):
             raise ValueError(f"scale must be a positive scalar or 3 positive values; got {scale}")
         origin_v = check_shape("origin", check_finite("origin", origin), (3,))
-        world = origin_v + (x * scale_v) @ _rotation_matrix(rotation).T
+        rot = placement_rotation(orientation, rotation, "add_soft_mesh")
+        world = origin_v + (x * scale_v) @ rot.T
         t = _meshes().orient_tets(world, t).astype(np.int64)
 
         rho = per_item("density", density, count, positive=True)
@@ -168,7 +145,7 @@ class SoftBodyBuilderMixin:
 
     # ---- conveniences ------------------------------------------------------------------
     def add_soft_box(self, size=(1.0, 1.0, 1.0), resolution=(2, 2, 2), **kwargs) -> np.ndarray:
-        """A box ``[0, size]`` (mesh frame; place it with ``origin``/``rotation``/``scale``)
+        """A box ``[0, size]`` (mesh frame; place it with ``origin``/``orientation``/``scale``)
         of ``6 nx ny nz`` tets; other keywords as :meth:`add_soft_mesh`."""
         v, t = _meshes().tet_box(size=size, resolution=resolution)
         return self.add_soft_mesh(v, t, **kwargs)

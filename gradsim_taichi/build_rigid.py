@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradsim_taichi.checks import check_orientation
 from gradsim_taichi.mass_properties import mass_properties
 
 _FRAMES = ("world", "body")
@@ -43,24 +44,7 @@ def _vec3(name, value) -> np.ndarray:
 
 def _quaternion(orientation) -> np.ndarray:
     """(w, x, y, z) quaternion or a 3x3 rotation matrix -> unit quaternion (w, x, y, z)."""
-    arr = np.asarray(orientation, dtype=np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"orientation contains NaN or inf: {orientation!r}")
-    if arr.shape == (3, 3):
-        if not np.allclose(arr @ arr.T, np.eye(3), atol=1e-6) or np.linalg.det(arr) < 0:
-            raise ValueError("orientation given as a matrix must be a rotation (orthonormal, "
-                             "det +1)")
-        from scipy.spatial.transform import Rotation
-
-        x, y, z, w = Rotation.from_matrix(arr).as_quat()
-        return np.array([w, x, y, z])
-    if arr.shape != (4,):
-        raise ValueError(f"orientation must be a quaternion (w, x, y, z) or a 3x3 rotation "
-                         f"matrix; got shape {arr.shape}")
-    norm = np.linalg.norm(arr)
-    if norm < 1e-12:
-        raise ValueError("orientation quaternion must be nonzero")
-    return arr / norm
+    return check_orientation(orientation)
 
 
 @dataclass(frozen=True)

@@ -102,3 +102,64 @@ def check_ids(name: str, ids, count: int, unique: bool = False) -> np.ndarray:
         if np.any(counts > 1):
             raise ValueError(f"{name} lists particle {values[counts > 1][0]} more than once")
     return arr
+
+
+def check_orientation(orientation) -> np.ndarray:
+    """An orientation as the builder takes it everywhere: a quaternion ``(w, x, y, z)``
+    (normalised here) or a 3x3 rotation matrix. Returns the unit quaternion
+    ``(w, x, y, z)``."""
+    arr = np.asarray(orientation, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"orientation contains NaN or inf: {orientation!r}")
+    if arr.shape == (3, 3):
+        if not np.allclose(arr @ arr.T, np.eye(3), atol=1e-6) or np.linalg.det(arr) < 0:
+            raise ValueError("orientation given as a matrix must be a rotation (orthonormal, "
+                             "det +1)")
+        from scipy.spatial.transform import Rotation
+
+        x, y, z, w = Rotation.from_matrix(arr).as_quat()
+        return np.array([w, x, y, z])
+    if arr.shape != (4,):
+        raise ValueError(f"orientation must be a quaternion (w, x, y, z) or a 3x3 rotation "
+                         f"matrix; got shape {arr.shape}")
+    norm = np.linalg.norm(arr)
+    if norm < 1e-12:
+        raise ValueError("orientation quaternion must be nonzero")
+    return arr / norm
+
+
+def rotation_matrix(quaternion) -> np.ndarray:
+    """The 3x3 matrix of a unit quaternion ``(w, x, y, z)``."""
+    w, x, y, z = quaternion
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def placement_rotation(orientation, rotation, where: str) -> np.ndarray:
+    """The rotation matrix of a mesh placement from ``orientation`` (``(w, x, y, z)`` or a
+    matrix, as everywhere in the builder) or the deprecated ``rotation`` (a matrix, or a
+    quaternion in the old ``(x, y, z, w)`` order)."""
+    if rotation is not None:
+        import warnings
+
+        if orientation is not None:
+            raise ValueError(f"{where}: give orientation= or the deprecated rotation=, "
+                             "not both")
+        warnings.warn(f"{where}(rotation=...) is deprecated: use orientation=(w, x, y, z) "
+                      "(or a 3x3 matrix), the order add_rigid_body takes; rotation= "
+                      "quaternions were (x, y, z, w)", DeprecationWarning, stacklevel=3)
+        r = check_finite("rotation", rotation)
+        if r.shape == (4,):
+            n = np.linalg.norm(r)
+            if not np.isclose(n, 1.0, atol=1e-6):
+                raise ValueError(f"rotation quaternion (x, y, z, w) must have unit norm; "
+                                 f"got {n:.6g}")
+            orientation = np.array([r[3], r[0], r[1], r[2]])
+        else:
+            orientation = r
+    if orientation is None:
+        return np.eye(3)
+    return rotation_matrix(check_orientation(orientation))

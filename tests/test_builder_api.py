@@ -209,3 +209,32 @@ def test_mixins_do_not_import_the_builder():
 
     for mod in (build_cloth, build_fem, build_rigid):
         assert "gradsim_taichi.builder import" not in inspect.getsource(mod), mod.__name__
+
+
+def test_one_orientation_convention_for_rigid_soft_and_cloth():
+    """orientation=(w, x, y, z) (or a matrix) places a soft mesh, a cloth mesh and a rigid
+    body alike; the soft/cloth builders' old rotation= (x, y, z, w) still works, with a
+    DeprecationWarning, and means the same rotation."""
+    import warnings
+
+    from scipy.spatial.transform import Rotation
+
+    q = np.array([0.9, 0.1, -0.3, 0.2])
+    q /= np.linalg.norm(q)
+    R = Rotation.from_quat([q[1], q[2], q[3], q[0]]).as_matrix()
+    tet = np.array([[0.0, 0, 0], [0.3, 0, 0], [0, 0.3, 0], [0, 0, 0.3]])
+    b = gs.ModelBuilder()
+    ids = b.add_soft_mesh(tet, [[0, 1, 2, 3]], orientation=q, origin=(0, 1, 0))
+    np.testing.assert_allclose(b.particle_positions(ids), tet @ R.T + [0, 1, 0], atol=1e-12)
+    cloth = b.add_cloth_mesh(tet[:3], [[0, 1, 2]], orientation=R, origin=(0, 2, 0))
+    np.testing.assert_allclose(b.particle_positions(cloth.particles), tet[:3] @ R.T + [0, 2, 0],
+                               atol=1e-12)
+    body = b.rigid_body(b.add_rigid_box((0.2, 0.2, 0.2), orientation=q))
+    np.testing.assert_allclose(body.orientation, q, atol=1e-12)
+    with pytest.warns(DeprecationWarning, match=r"orientation=\(w, x, y, z\)"):
+        old = b.add_soft_mesh(tet, [[0, 1, 2, 3]], rotation=[q[1], q[2], q[3], q[0]],
+                              origin=(0, 1, 0))
+    np.testing.assert_allclose(b.particle_positions(old), b.particle_positions(ids), atol=1e-12)
+    with pytest.raises(ValueError, match="not both"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        b.add_soft_mesh(tet, [[0, 1, 2, 3]], rotation=R, orientation=q)

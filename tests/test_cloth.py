@@ -450,7 +450,7 @@ def test_cloth_mesh_rejects_bad_meshes():
     with pytest.raises(ValueError, match="named pin sets need a cloth grid"):
         b.add_cloth_mesh(x[:3], [[0, 1, 2]], pinned="corners")
     with pytest.raises(ValueError, match="rotation"):
-        b.add_cloth_mesh(x[:3], [[0, 1, 2]], rotation=2 * np.eye(3))
+        b.add_cloth_mesh(x[:3], [[0, 1, 2]], orientation=2 * np.eye(3))
     b.add_cloth_grid(resolution=(1, 1), drag=0.5)
     with pytest.raises(ValueError, match="conflicts"):
         b.add_cloth_grid(resolution=(1, 1), drag=0.7)

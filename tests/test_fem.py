@@ -222,7 +222,7 @@ def test_builder_merges_meshes_and_rejects_bad_input():
     ids_a = b.add_soft_box(size=0.2, resolution=1, origin=(0, 0.5, 0), density=50.0)
     b.add_particle((3.0, 1.0, 0.0))
     R = Rotation.from_euler("xyz", [0.3, 0.2, 0.1]).as_matrix()
-    ids_b = b.add_soft_mesh(*ONE_TET, rotation=R, scale=(1.0, 2.0, 1.0), origin=(1, 1, 1),
+    ids_b = b.add_soft_mesh(*ONE_TET, orientation=R, scale=(1.0, 2.0, 1.0), origin=(1, 1, 1),
                             density=np.array([30.0]), mu=5.0, lam=1.0, velocity=(1, 0, 0),
                             pinned=[0])
     model = b.finalize()
@@ -252,7 +252,7 @@ def test_builder_merges_meshes_and_rejects_bad_input():
         (dict(vertices=verts, tets=tets, density=-1.0), "density"),
         (dict(vertices=verts, tets=tets, mu=1.0, lam=-1.0), "lam must be > -2/3 mu"),
         (dict(vertices=verts, tets=tets, damping=np.array([1.0, 2.0])), "damping"),
-        (dict(vertices=verts, tets=tets, rotation=np.ones((3, 3))), "rotation"),
+        (dict(vertices=verts, tets=tets, orientation=np.ones((3, 3))), "rotation"),
         (dict(vertices=verts, tets=tets, scale=0.0), "scale"),
         (dict(vertices=verts, tets=tets, pinned=[7]), "pinned"),
         (dict(vertices=verts, tets=tets, pinned=np.array([True])), "pinned"),
