@@ -169,14 +169,10 @@ def estimate(
             the parameter combinations the video does not determine
             (:mod:`gradsim_taichi.uncertainty`; two simulations per unknown).
     """
-    names = list(params) if params else list(scene.default_params)
+    names = scene.check_params(params if params else scene.default_params)
     iters = scene.iters if iters is None else iters
     lr = scene.lr if lr is None else lr
     optimizer = scene.optimizer if optimizer is None else optimizer
-    unknown = [n for n in names if n not in scene.params]
-    if unknown:
-        raise KeyError(f"scene '{scene.name}' has no parameter {unknown[0]!r}; "
-                       f"valid: {', '.join(scene.params)}")
     if isinstance(iters, bool) or int(iters) != iters or iters < 1:
         raise ValueError(f"iters must be a positive integer; got {iters!r}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):

@@ -39,13 +39,9 @@ def loss_landscape(scene, target, ranges: dict, points: int = 40, base: dict | N
         (points, points) indexed [first, second], "base"}``; a value where the model blew
         up gets ``inf``.
     """
-    names = list(ranges)
+    names = scene.check_params(ranges)
     if not 1 <= len(names) <= 2:
         raise ValueError(f"sweep one or two parameters; got {len(names)}: {names}")
-    unknown = [n for n in names if n not in scene.params]
-    if unknown:
-        raise KeyError(f"scene '{scene.name}' has no parameter {unknown[0]!r}; "
-                       f"valid: {', '.join(scene.params)}")
     if isinstance(points, bool) or int(points) != points or points < 2:
         raise ValueError(f"points must be an integer >= 2; got {points!r}")
     axes = [_axis(scene.params[n], n, *ranges[n], int(points)) for n in names]

@@ -66,3 +66,35 @@ def check_run_args(args) -> None:
         raise CLIError(f"--iters must be a positive integer; got {args.iters}")
     if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
         raise CLIError(f"--lr must be > 0; got {args.lr}")
+
+
+def add_scene_args(p) -> None:
+    """The flags that scale a preset (estimate, landscape)."""
+    p.add_argument("--frames", type=int, default=None,
+                   help="override the scene's frame count (default: the preset's)")
+    p.add_argument("--resolution", type=int, default=None,
+                   help="override the rendered image size, square (default: the preset's)")
+
+
+def make_preset(args, names=()):
+    """The preset ``args.scene`` with the overrides of :func:`add_scene_args`, checked, and
+    ``names`` checked against its parameters."""
+    from gradsim_taichi.scenes import SCENES, make_scene
+
+    if args.scene not in SCENES:
+        raise CLIError(f"unknown scene {args.scene!r}; choose one of: {', '.join(SCENES)}")
+    overrides = {}
+    if args.frames is not None:
+        if args.frames < 1:
+            raise CLIError(f"--frames must be a positive integer; got {args.frames}")
+        overrides["frames"] = args.frames
+    if args.resolution is not None:
+        if args.resolution < 8 or args.resolution % 2:
+            raise CLIError(f"--resolution must be an even number >= 8; got {args.resolution}")
+        overrides["width"] = overrides["height"] = args.resolution
+    scene = make_scene(args.scene, **overrides)
+    try:
+        scene.check_params(names)
+    except KeyError as e:
+        raise CLIError(e.args[0]) from None
+    return scene

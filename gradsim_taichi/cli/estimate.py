@@ -9,8 +9,10 @@ import math
 from gradsim_taichi.cli.common import (
     CLIError,
     add_run_args,
+    add_scene_args,
     check_run_args,
     init_runtime,
+    make_preset,
     output_dir,
 )
 
@@ -41,10 +43,7 @@ def add_estimate_parser(sub, help_line: str) -> None:
                    help="Gaussian blur (pixels) of both videos before the loss; widens the "
                         "basin, keeps the minimum (default: the scene's)")
     p.add_argument("--supervision", choices=["video", "3d"], default="video")
-    p.add_argument("--frames", type=int, default=None,
-                   help="override the scene's frame count (default: the preset's)")
-    p.add_argument("--resolution", type=int, default=None,
-                   help="override the rendered image size, square (default: the preset's)")
+    add_scene_args(p)
     add_run_args(p, "results/SCENE")
     p.set_defaults(func=cmd_estimate)
 
@@ -54,32 +53,15 @@ def cmd_estimate(args) -> int:
 
     from gradsim_taichi.errors import EstimationError
     from gradsim_taichi.estimation import estimate, render_target, write_outputs
-    from gradsim_taichi.scenes import SCENES, make_scene
 
-    if args.scene not in SCENES:
-        raise CLIError(f"unknown scene {args.scene!r}; choose one of: {', '.join(SCENES)}")
     check_run_args(args)
     if args.frame_stride < 1:
         raise CLIError(f"--frame-stride must be a positive integer; got {args.frame_stride}")
     if args.blur is not None and not args.blur >= 0:
         raise CLIError(f"--blur must be >= 0 pixels; got {args.blur}")
-    overrides = {}
-    if args.frames is not None:
-        if args.frames < 1:
-            raise CLIError(f"--frames must be a positive integer; got {args.frames}")
-        overrides["frames"] = args.frames
-    if args.resolution is not None:
-        if args.resolution < 8 or args.resolution % 2:
-            raise CLIError(f"--resolution must be an even number >= 8; got {args.resolution}")
-        overrides["width"] = overrides["height"] = args.resolution
-    scene = make_scene(args.scene, **overrides)
-    names = scene.default_params
-    if args.params:
-        names = tuple(n.strip() for n in args.params.split(",") if n.strip())
-        bad = [n for n in names if n not in scene.params]
-        if bad:
-            raise CLIError(f"scene {args.scene!r} has no parameter {bad[0]!r}; "
-                           f"valid: {', '.join(scene.params)}")
+    names = tuple(n.strip() for n in (args.params or "").split(",") if n.strip())
+    scene = make_preset(args, names)
+    names = names or scene.default_params
     truth = _parse_truth(args.true, names)
     if args.target is None and truth:
         raise CLIError("--true goes with --target: without one the target is rendered from "

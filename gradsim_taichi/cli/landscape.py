@@ -5,7 +5,14 @@ parameters around the truth (or an estimate), as ``landscape.png`` and ``landsca
 import json
 import math
 
-from gradsim_taichi.cli.common import CLIError, add_runtime_args, init_runtime, output_dir
+from gradsim_taichi.cli.common import (
+    CLIError,
+    add_runtime_args,
+    add_scene_args,
+    init_runtime,
+    make_preset,
+    output_dir,
+)
 
 
 def add_landscape_parser(sub, help_line: str) -> None:
@@ -25,8 +32,7 @@ def add_landscape_parser(sub, help_line: str) -> None:
     p.add_argument("--around", default=None, metavar="REPORT",
                    help="hold the other parameters at the estimates of this report.json "
                         "(default: at the truth)")
-    p.add_argument("--frames", type=int, default=None, help="override the scene's frames")
-    p.add_argument("--resolution", type=int, default=None, help="override the image size")
+    add_scene_args(p)
     p.add_argument("--out", default=None, help="output folder (default: results/landscape-SCENE)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_runtime_args(p)
@@ -36,26 +42,14 @@ def add_landscape_parser(sub, help_line: str) -> None:
 def cmd_landscape(args) -> int:
     from gradsim_taichi.estimation import render_target
     from gradsim_taichi.landscape import loss_landscape, write_landscape
-    from gradsim_taichi.scenes import SCENES, make_scene
 
-    if args.scene not in SCENES:
-        raise CLIError(f"unknown scene {args.scene!r}; choose one of: {', '.join(SCENES)}")
     if not 1 <= len(args.param) <= 2:
         raise CLIError("give --param once (a curve) or twice (a heat map)")
     if args.range and len(args.range) != len(args.param):
         raise CLIError(f"give one --range per --param ({len(args.param)}), or none")
     if args.points < 2:
         raise CLIError(f"--points must be >= 2; got {args.points}")
-    overrides = {}
-    if args.frames is not None:
-        overrides["frames"] = args.frames
-    if args.resolution is not None:
-        overrides["width"] = overrides["height"] = args.resolution
-    scene = make_scene(args.scene, **overrides)
-    bad = [n for n in args.param if n not in scene.params]
-    if bad:
-        raise CLIError(f"scene {args.scene!r} has no parameter {bad[0]!r}; "
-                       f"valid: {', '.join(scene.params)}")
+    scene = make_preset(args, args.param)
     ranges = {}
     for k, name in enumerate(args.param):
         spec = scene.params[name]

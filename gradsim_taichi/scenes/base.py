@@ -234,6 +234,16 @@ class Scene:
         return torch.cat([v for v, p in zip(self.vertices(outputs), self.parts)
                           if p.static_vertices is None], dim=1)
 
+    def check_params(self, names) -> list:
+        """``names`` as a list; a KeyError naming the first that is not a parameter of
+        this scene, with the valid ones."""
+        names = list(names)
+        unknown = [n for n in names if n not in self.params]
+        if unknown:
+            raise KeyError(f"scene '{self.name}' has no parameter {unknown[0]!r}; "
+                           f"valid: {', '.join(self.params)}")
+        return names
+
     def true_values(self, names) -> dict[str, torch.Tensor]:
         dtype = runtime.torch_dtype()
         return {n: torch.as_tensor(np.asarray(self.params[n].true, dtype=np.float64),
