@@ -24,6 +24,7 @@ combinations the video does not pin down; each is reported with its leading comp
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import torch
@@ -42,6 +43,7 @@ def local_uncertainty(fit) -> dict:
     ``sigma`` (residual noise level), ``dof``, ``condition`` (of ``J^T J``),
     ``weak_directions`` (each ``{"curvature", "std", "components": {label: weight}}``),
     ``warnings``, ``method``; or ``{"skipped": why}``."""
+    t0 = time.perf_counter()
     tensors = [fit.u[n] for n in fit.names]
     x0 = torch.cat([t.detach().reshape(-1) for t in tensors]).to(torch.float64)
     columns, labels, note = _columns(fit, x0)
@@ -104,6 +106,7 @@ def local_uncertainty(fit) -> dict:
             out["weak_directions"].append({"curvature": float(w[j]), "std": std_dir,
                                            "components": components})
             out["warnings"].append(_describe(components))
+    out["seconds"] = time.perf_counter() - t0
     return out
 
 
