@@ -201,22 +201,20 @@ class LevenbergMarquardt:
 def fd_jacobian(evaluate, x: torch.Tensor, r0: torch.Tensor,
                 directions: torch.Tensor | None = None) -> torch.Tensor:
     """Central-difference Jacobian of ``evaluate`` (``x -> residual vector``, or None
-    where the model is undefined) at ``x``, whose residual is ``r0``: ``[len(r), k]``
-    along the ``k`` columns of ``directions`` (default: every coordinate, ``k =
-    len(x)``). The step is ``eps ** (1/3)`` of the floating-point type times
+    where the model is undefined) at ``x``, whose residual is ``r0``: ``[len(r), k]``,
+    the derivatives along the ``k`` columns of ``directions`` (default: every
+    coordinate). The step is ``eps ** (1/3)`` of the floating-point type times
     ``max(1, |x|)`` over the direction's support, the optimum for central differences;
     one-sided where one side is undefined, zero where both are."""
     h0 = torch.finfo(x.dtype).eps ** (1.0 / 3.0)
-    k = len(x) if directions is None else directions.shape[1]
+    if directions is None:
+        directions = torch.eye(len(x), dtype=x.dtype)
     cols = []
-    for j in range(k):
-        if directions is None:
-            d = torch.zeros_like(x)
-            d[j] = 1.0
-        else:
-            d = directions[:, j].to(x.dtype)
-            d = d / max(float(d.abs().max()), 1e-300)
-        h = h0 * max(1.0, float(x[d != 0].abs().max()) if bool((d != 0).any()) else 1.0)
+    for j in range(directions.shape[1]):
+        d = directions[:, j].to(x.dtype)
+        support = d != 0
+        h = h0 * max(1.0, float(x[support].abs().max()) if bool(support.any()) else 1.0)
+        h = h / max(float(d.abs().max()), 1e-300)  # in units of the column
         plus, minus = evaluate(x + h * d), evaluate(x - h * d)
         if plus is not None and minus is not None:
             cols.append((plus - minus) / (2 * h))
@@ -224,8 +222,6 @@ def fd_jacobian(evaluate, x: torch.Tensor, r0: torch.Tensor,
             cols.append((plus - r0) / h if plus is not None else (r0 - minus) / h)
         else:
             cols.append(torch.zeros_like(r0))
-        if directions is not None:  # along the direction as given (d = given / its max)
-            cols[-1] = cols[-1] * float(directions[:, j].abs().max())
     return torch.stack(cols, 1)
 
 
