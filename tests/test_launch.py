@@ -1,4 +1,5 @@
-"""Fast kernel launches (solvers/launch.py) and the serial-loop policy (runtime.serial)."""
+"""Fast kernel launches (gradsim_taichi/kernels.py) and the serial-loop policy
+(runtime.serial)."""
 
 import numpy as np
 import pytest
@@ -6,8 +7,7 @@ import taichi as ti
 
 import gradsim_taichi as gs
 from gradsim_taichi import runtime
-from gradsim_taichi.solvers.custom_adjoint import WithAdjoint
-from gradsim_taichi.solvers.launch import FastKernel
+from gradsim_taichi.kernels import FastKernel, WithAdjoint
 
 
 @pytest.fixture(autouse=True)

@@ -38,7 +38,7 @@ def test_parallel_paths_match_serial(add, monkeypatch):
         b = gs.ModelBuilder(contact_kd=2.0, contact_kf=2.0)
         add(b)
         sim = gs.Simulation(b.finalize(), frames=5, substeps=16)
-        serial = sim.model.particles.serial
+        serial = sim.model.particles.loop.serial
         x = sim.forward()["particles"]
         w = np.random.default_rng(1).standard_normal(x.shape)
         sim.backward({"particles": w})
