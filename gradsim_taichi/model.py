@@ -50,16 +50,17 @@ class System(Protocol):
     def state_bytes(self) -> int: ...
 
 
-def _check_system(system) -> None:
-    if not isinstance(system, System):
-        missing = [m for m in _SYSTEM_MEMBERS if not hasattr(system, m)]
-        raise TypeError(f"{type(system).__name__} is not a System: it lacks "
-                        f"{', '.join(missing)}")
-
-
 _SYSTEM_MEMBERS = ("name", "allocate", "params", "load", "clear_segment", "step", "save",
                    "begin_backward", "seed_segment", "step_grad", "finish_backward",
                    "output", "state_bytes")
+
+
+def _check_system(system) -> None:
+    """A TypeError naming what ``system`` lacks of :class:`System`."""
+    missing = [m for m in _SYSTEM_MEMBERS if not hasattr(system, m)]
+    if missing:
+        raise TypeError(f"{type(system).__name__} is not a System: it lacks "
+                        f"{', '.join(missing)}")
 
 
 class Model:
