@@ -88,7 +88,7 @@ class TetFEM(ForceModelBase):
         mu, lam: Lame parameters [Pa], per tet ``[T]``.
         damping: viscosity [Pa s], per tet ``[T]``.
         density: per tet ``[T]`` [kg/m^3]; only used by the ``density`` parameter.
-        particles: the :class:`~gradsim_taichi.solvers.particles.ParticleSystem` whose
+        particles: the :class:`~gradsim_taichi.solvers.particles.ParticleState` whose
             mass field the ``density`` parameter writes.
 
     Learnable parameters: ``tet_mu``, ``tet_lambda``, ``tet_damping`` ([T]),

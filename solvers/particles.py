@@ -1,4 +1,4 @@
-"""The shared particle system: state storage and the semi-implicit Euler integrator.
+"""Particle state: storage, checkpoints and the semi-implicit Euler integrator.
 
 State lives in *segment buffers* ``x[row, i]``, ``v[row, i]``, ``f[row, i]``: one row
 per substep of the frames being simulated now, so that every value is written
