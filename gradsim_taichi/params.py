@@ -81,20 +81,29 @@ class Learnable:
     declaration order)."""
 
     def learnable(self, name, values, doc, n=None, positive=False, nonnegative=False):
-        """A new ``needs_grad`` field of the current precision holding ``values``
-        (``n``: a vector field whose last axis is ``values``' last axis), declared as the
-        parameter ``name``. Returns the field."""
+        """A new ``needs_grad`` field of the current precision for ``values`` (``n``: a
+        vector field whose last axis is ``values``' last axis), declared as the parameter
+        ``name``. Returns the field; it holds ``values`` after :meth:`fill_learnables`.
+
+        Create every field of an object before filling any: Taichi places the fields
+        made before a kernel launch (``from_numpy`` is one) in one tree, and a kernel over
+        fields scattered across many trees ran 40% slower (FEM adjoint, 1200 tets)."""
         values = np.asarray(values, dtype=runtime.np_dtype())
         if n is None:
             field = ti.field(runtime.real(), values.shape, needs_grad=True)
         else:
             field = ti.Vector.field(n, runtime.real(), values.shape[:-1], needs_grad=True)
-        if field.shape == () and n is None:  # from_numpy does not take 0-d arrays
-            field[None] = float(values)
-        else:
-            field.from_numpy(values)
+        self.__dict__.setdefault("_unfilled", []).append((field, values))
         return self.learnable_field(name, field, doc, positive=positive,
                                     nonnegative=nonnegative)
+
+    def fill_learnables(self) -> None:
+        """Write the values of the fields :meth:`learnable` made since the last call."""
+        for field, values in self.__dict__.pop("_unfilled", []):
+            if field.shape == () and values.ndim == 0:  # from_numpy takes no 0-d arrays
+                field[None] = float(values)
+            else:
+                field.from_numpy(values)
 
     def learnable_field(self, name, field, doc, shape=None, positive=False,
                         nonnegative=False):

@@ -40,12 +40,13 @@ class Aerodynamics(ForceModelBase):
         # atomic adds when parallel: Taichi generates this model's adjoint
         self.scatter = Scatter(tris, ns_per_item=40.0)
         self.tris = ti.Vector.field(3, ti.i32, shape=self.count)
-        self.tris.from_numpy(tris)
         self.lift = self.learnable("cloth_lift", lift,
                                    "cloth aerodynamic lift coefficient [kg/m^3]", nonnegative=True)
         self.drag = self.learnable("cloth_drag", drag,
                                    "cloth aerodynamic drag coefficient [kg/m^3]", nonnegative=True)
         self.wind = self.learnable("wind", wind, "wind velocity [m/s], (3,)", n=3)
+        self.tris.from_numpy(tris)
+        self.fill_learnables()
 
     @ti.kernel
     def apply(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):

@@ -83,12 +83,13 @@ class Bending(ForceModelBase):
         self.scatter = Scatter(h, ns_per_item=60.0)  # atomic adds when parallel
         self.hinges = ti.Vector.field(4, ti.i32, shape=self.count)
         self.rest = ti.field(real, self.count)
-        self.hinges.from_numpy(h)
-        self.rest.from_numpy(np.asarray(rest_angle, dtype=dtype))
         self.ke = self.learnable("edge_ke", ke, "cloth bending stiffness [N m/rad], per hinge",
                                  nonnegative=True)
         self.kd = self.learnable("edge_kd", kd, "cloth bending damping [N m s/rad], per hinge",
                                  nonnegative=True)
+        self.hinges.from_numpy(h)
+        self.rest.from_numpy(np.asarray(rest_angle, dtype=dtype))
+        self.fill_learnables()
         # theta of every hinge at every substep of the segment, from the forward pass: the
         # adjoint reads it instead of calling atan2 again (~20 ns a call on the CPU)
         self.angle = ti.field(real, shape=(1, self.count))

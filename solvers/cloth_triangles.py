@@ -80,15 +80,16 @@ class ClothTriangles(ForceModelBase):
         self.pose = ti.Matrix.field(2, 2, real, shape=self.count)
         self.rest_area = ti.field(real, self.count)
         dtype = runtime.np_dtype()
-        self.tris.from_numpy(tris.astype(np.int32))
-        self.pose.from_numpy(dm.astype(dtype))
-        self.rest_area.from_numpy(area.astype(dtype))
         self.ke = self.learnable("tri_ke", ke, "cloth stretch stiffness [N/m], per triangle",
                                  nonnegative=True)
         self.ka = self.learnable("tri_ka", ka, "cloth area stiffness [N/m], per triangle",
                                  positive=True)
         self.kd = self.learnable("tri_kd", kd, "cloth area damping [N s/m], per triangle",
                                  nonnegative=True)
+        self.tris.from_numpy(tris.astype(np.int32))
+        self.pose.from_numpy(dm.astype(dtype))
+        self.rest_area.from_numpy(area.astype(dtype))
+        self.fill_learnables()
         self.frames = 0
         self.act = None
 
@@ -97,6 +98,7 @@ class ClothTriangles(ForceModelBase):
         self.frames = frames
         self.act = self.learnable("tri_activation", np.zeros((frames, self.count)),
                                   "cloth triangle activation (area target shift), (frames, T)")
+        self.fill_learnables()
 
     @ti.kernel
     def apply_frame(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32,

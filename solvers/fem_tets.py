@@ -110,14 +110,15 @@ class TetFEM(ForceModelBase):
         self.tets = ti.Vector.field(4, ti.i32, shape=self.count)
         self.dm_inv = ti.Matrix.field(3, 3, real, shape=self.count)
         self.vol = ti.field(real, self.count)
-        self.tets.from_numpy(tets.astype(np.int32))
-        self.dm_inv.from_numpy(dm_inv.astype(dtype))
-        self.vol.from_numpy(vol.astype(dtype))
         self.mu = self.learnable("tet_mu", mu, "Lame mu of each tet [Pa], per tet",
                                  nonnegative=True)
         self.lam = self.learnable("tet_lambda", lam, "Lame lambda of each tet [Pa], per tet")
         self.kd = self.learnable("tet_damping", damping,
                                  "tet strain-rate viscosity [Pa s], per tet", nonnegative=True)
+        self.tets.from_numpy(tets.astype(np.int32))
+        self.dm_inv.from_numpy(dm_inv.astype(dtype))
+        self.vol.from_numpy(vol.astype(dtype))
+        self.fill_learnables()
         self.declare(self._density_param())
         self.act = None
         self.frames = 0
@@ -134,6 +135,7 @@ class TetFEM(ForceModelBase):
         self.act = self.learnable("tet_activation", np.zeros((frames, self.count)),
                                   "tet activation (preferred volume ratio ~ 1 - a), "
                                   "(frames, T)")
+        self.fill_learnables()
 
     def lumped_masses(self, density) -> np.ndarray:
         """Particle masses ``[N]`` of the particle system from per-tet ``density``: each

@@ -39,6 +39,7 @@ class GroundParams(Learnable):
                                  nonnegative=True)
         self.mu = self.learnable("contact_mu", mu, "ground Coulomb friction coefficient",
                                  nonnegative=True)
+        self.fill_learnables()
 
     def fields(self) -> tuple:
         """The learnable fields, in the order (ke, kd, kf, mu)."""

@@ -38,6 +38,7 @@ class ParticleState(Learnable):
                                       "gravitational acceleration [m/s^2], (3,)", n=3)
         self.pinned = ti.field(ti.i32, self.n)
         self.pinned.from_numpy(np.asarray(pinned, dtype=np.int32))
+        self.fill_learnables()
         self._x0 = np.asarray(positions, dtype=runtime.np_dtype())
         self._v0 = np.asarray(velocities, dtype=runtime.np_dtype())
         self._f_const = np.asarray(forces, dtype=runtime.np_dtype())

@@ -127,7 +127,6 @@ class RigidBodySystem(Learnable):
             "body_position", stack("position"),
             "world position of each mesh frame's origin at t=0 [m], [B, 3]", n=3)
         self.quat0 = ti.Vector.field(4, real, nb, needs_grad=True)
-        self.quat0.from_numpy(stack("orientation"))
         self.declare(_quat_param(self.quat0, nb), self.quat0)
         self.vel0 = self.learnable("body_velocity", stack("velocity"),
                                    "centre-of-mass velocity at t=0 [m/s], [B, 3]", n=3)
@@ -136,6 +135,8 @@ class RigidBodySystem(Learnable):
         self.com_geom = ti.Vector.field(3, real, nb)
         self.i_unit = ti.Matrix.field(3, 3, real, nb)
         self.i_unit_inv = ti.Matrix.field(3, 3, real, nb)
+        self.fill_learnables()  # after every field of the bodies is made (see Learnable)
+        self.quat0.from_numpy(stack("orientation"))
         self.com_geom.from_numpy(stack("com"))
         i_unit = stack("inertia_unit")
         self.i_unit.from_numpy(i_unit)

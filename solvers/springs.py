@@ -28,13 +28,14 @@ class Springs(ForceModelBase):
         ends = np.asarray(ends, dtype=np.int64).reshape(-1, 2)
         self.count = len(ends)
         self.ends = ti.Vector.field(2, ti.i32, shape=self.count)
-        self.ends.from_numpy(ends.astype(np.int32))
         self.ke = self.learnable("spring_stiffness", stiffness,
                                  "spring stiffness [N/m], per spring", nonnegative=True)
         self.kd = self.learnable("spring_damping", damping,
                                  "spring damping [N s/m], per spring", nonnegative=True)
         self.rest = self.learnable("spring_rest_length", rest_length,
                                    "spring rest length [m], per spring", positive=True)
+        self.ends.from_numpy(ends.astype(np.int32))
+        self.fill_learnables()
         # length and 1 / length of every spring at every substep of the segment, from the
         # forward pass: the adjoint reads them instead of a square root and a division
         self.lengths = ti.Vector.field(2, real, shape=(1, self.count))
