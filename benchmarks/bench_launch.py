@@ -7,9 +7,9 @@ Two measurements behind choices in the engine:
    vCPUs halt, the pool's sleeping workers join late, and a parallel loop only pays off
    beyond a few ms of work. Prints the parallel / serial time ratio per size (< 1: the
    pool helps).
-2. Kernel launch paths (``solvers/launch.py``). The same small kernel (a template field
+2. Kernel launch paths (``gradsim_taichi/kernels.py``). The same small kernel (a template field
    argument and two scalars) called through Taichi's normal path and through a
-   :class:`~gradsim_taichi.solvers.launch.Launcher`; prints the ratio.
+   :class:`~gradsim_taichi.kernels.Launcher`; prints the ratio.
 
     python benchmarks/bench_launch.py [--threads 2] [--json PATH]
 """
@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import best_time  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
-from gradsim_taichi.solvers.launch import FastKernel  # noqa: E402
+from gradsim_taichi.kernels import FastKernel  # noqa: E402
 
 
 @ti.data_oriented

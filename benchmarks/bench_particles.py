@@ -230,7 +230,7 @@ def profile_kernels(sim, repeats: int = 200) -> dict:
     launches on row 0 (ti.sync() at the end), launched as the Simulation launches them."""
     import taichi as ti
 
-    solver = sim.model.particle_solver
+    solver = sim.model.particle_system
     p = solver.particles
     (springs, _), = solver._force_kernels
     integrate = solver._integrate

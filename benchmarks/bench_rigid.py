@@ -37,7 +37,7 @@ from timing import median_time  # noqa: E402
 from torch_rigid_reference import from_system  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
-from gradsim_taichi.solvers.launch import Launcher  # noqa: E402
+from gradsim_taichi.kernels import Launcher  # noqa: E402
 
 THREADS = 2
 CONTACT = dict(contact_ke=1e5, contact_kd=1e3, contact_kf=1e3, contact_mu=0.5)  # paper's
@@ -128,7 +128,7 @@ def launch_overhead(sim, weights):
     stats = pstats.Stats(prof).stats
     launches = sum(v[0] for k, v in stats.items() if k[2].endswith("launch_kernel}")
                    or k[2] == "<built-in method taichi._lib.core.taichi_python.launch_kernel>")
-    # as the engine launches its substep kernels (solvers/launch.py)
+    # as the engine launches its substep kernels (gradsim_taichi/kernels.py)
     fast = Launcher(_empty._primal)
     fast(0, 0, 0.1, 0.0)
     per = median_time(lambda: [fast(i, 0, 0.1, 0.0) for i in range(1000)], 5) / 1000

@@ -5,7 +5,8 @@ that :class:`~gradsim_taichi.simulation.Simulation` drives. Today there is the
 particle system, whose force models (springs, ground contact, cloth, FEM) all add
 into one particle force field; rigid bodies join as a second system.
 
-The protocol of a system (see :class:`ParticleSolver`): ``name``, ``allocate(rows,
+The protocol of a system (:class:`System`; e.g.
+:class:`~gradsim_taichi.particle_system.ParticleSystem`): ``name``, ``allocate(rows,
 frames)``, ``params()``, ``load(frame)``, ``clear_segment()``, ``step(row, frame, dt)``,
 ``save(frame, row)``, ``begin_backward(grad_frames)``, ``seed_segment(first_frame,
 frames_in_segment, substeps)``, ``step_grad(row, frame, dt)``, ``finish_backward()``,
@@ -16,96 +17,50 @@ argument).
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 from gradsim_taichi import runtime
 from gradsim_taichi.params import ParamSet
+from gradsim_taichi.particle_system import ParticleSystem
 from gradsim_taichi.solvers.ground_contact import GroundParams
-from gradsim_taichi.solvers.launch import FastKernel
-from gradsim_taichi.solvers.particles import ParticleSystem
+from gradsim_taichi.solvers.particles import ParticleState
 from gradsim_taichi.solvers.springs import Springs
 
 
-class ParticleSolver:
-    """The particle system plus the force models acting on it, as one steppable system.
+@runtime_checkable
+class System(Protocol):
+    """What :class:`~gradsim_taichi.simulation.Simulation` drives: a steppable system with
+    its own state (see the module docstring for the order of calls). Optional:
+    ``velocity_output()``."""
 
-    A force model is an object with a Taichi kernel ``apply(x, v, f, row)`` adding its
-    forces into ``f[row]`` (so ``apply.grad`` is its adjoint), ``params()`` and
-    ``zero_grads()``. Force models may also have ``apply_frame(x, v, f, row, frame)``
-    instead of ``apply`` when they depend on per-frame inputs (activations).
-    """
+    name: str
 
-    name = "particles"
+    def allocate(self, rows: int, frames: int) -> None: ...
+    def params(self) -> list: ...
+    def load(self, frame: int) -> None: ...
+    def clear_segment(self) -> None: ...
+    def step(self, row: int, frame: int, dt: float) -> None: ...
+    def save(self, frame: int, row: int) -> None: ...
+    def begin_backward(self, grad_frames) -> None: ...
+    def seed_segment(self, first_frame: int, frames_in_segment: int,
+                     substeps: int) -> None: ...
+    def step_grad(self, row: int, frame: int, dt: float) -> None: ...
+    def finish_backward(self) -> None: ...
+    def output(self): ...
+    def state_bytes(self) -> int: ...
 
-    def __init__(self, particles: ParticleSystem, forces: list):
-        self.particles = particles
-        self.forces = forces
 
-    def allocate(self, rows, frames):
-        self.particles.allocate(rows, frames)
-        for force in self.forces:
-            if hasattr(force, "allocate"):
-                force.allocate(rows, frames)
-        # The substep's kernels, launched through FastKernel (~5 us instead of ~25 us of
-        # Python per call); the flag says whether a kernel takes the frame index too.
-        self._force_kernels = [
-            (FastKernel(force.apply_frame), True) if hasattr(force, "apply_frame")
-            else (FastKernel(force.apply), False)
-            for force in self.forces
-        ]
-        self._integrate = FastKernel(self.particles.integrate)
+_SYSTEM_MEMBERS = ("name", "allocate", "params", "load", "clear_segment", "step", "save",
+                   "begin_backward", "seed_segment", "step_grad", "finish_backward",
+                   "output", "state_bytes")
 
-    def params(self):
-        out = list(self.particles.params())
-        for force in self.forces:
-            out += force.params()
-        return out
 
-    def load(self, frame):
-        self.particles.load(frame)
-
-    def clear_segment(self):
-        pass  # load() zeroes the forces of row 0 and the integrator those of row + 1
-
-    def step(self, row, frame, dt):
-        p = self.particles
-        for kernel, per_frame in self._force_kernels:
-            if per_frame:
-                kernel(p.x, p.v, p.f, row, frame)
-            else:
-                kernel(p.x, p.v, p.f, row)
-        self._integrate(row, frame, dt)
-
-    def step_grad(self, row, frame, dt):
-        p = self.particles
-        self._integrate.grad(row, frame, dt)
-        for kernel, per_frame in reversed(self._force_kernels):
-            if per_frame:
-                kernel.grad(p.x, p.v, p.f, row, frame)
-            else:
-                kernel.grad(p.x, p.v, p.f, row)
-
-    def save(self, frame, row):
-        self.particles.save(frame, row)
-
-    def begin_backward(self, grad_frames, grad_velocities=None):
-        self.particles.begin_backward(grad_frames, grad_velocities)
-        for force in self.forces:
-            force.zero_grads()
-
-    def seed_segment(self, first_frame, frames_in_segment, substeps):
-        self.particles.seed_segment(first_frame, frames_in_segment, substeps)
-
-    def finish_backward(self):
-        self.particles.finish_backward()
-
-    def output(self):
-        return self.particles.output()
-
-    def velocity_output(self):
-        return self.particles.velocity_output()
-
-    def state_bytes(self):
-        return self.particles.state_bytes() + sum(
-            force.state_bytes() for force in self.forces if hasattr(force, "state_bytes"))
+def _check_system(system) -> None:
+    """A TypeError naming what ``system`` lacks of :class:`System`."""
+    missing = [m for m in _SYSTEM_MEMBERS if not hasattr(system, m)]
+    if missing:
+        raise TypeError(f"{type(system).__name__} is not a System: it lacks "
+                        f"{', '.join(missing)}")
 
 
 class Model:
@@ -119,18 +74,20 @@ class Model:
         self.ground = None if ground is None else GroundParams(**ground)
         self.systems: list = []
         self.particles = None
-        self.particle_solver = None
+        self.particle_system = None
         if particles is not None:
-            self.particles = ParticleSystem(**particles, ground=self.ground)
+            self.particles = ParticleState(**particles, ground=self.ground)
             force_models: list = []
             if springs is not None:
                 force_models.append(Springs(*springs))
             for make in force_factories:
                 force_models.append(make(self))
-            self.particle_solver = ParticleSolver(self.particles, force_models)
-            self.systems.append(self.particle_solver)
+            self.particle_system = ParticleSystem(self.particles, force_models)
+            self.systems.append(self.particle_system)
         for make in system_factories:
             self.systems.append(make(self))
+        for system in self.systems:
+            _check_system(system)
         self._allocated = False
 
     @property
@@ -139,13 +96,14 @@ class Model:
 
     @property
     def forces(self) -> list:
-        return [] if self.particle_solver is None else self.particle_solver.forces
+        return [] if self.particle_system is None else self.particle_system.forces
 
     def add_force(self, force_model) -> None:
-        """Attach a particle force model (see :class:`ParticleSolver`)."""
+        """Attach a particle force model (see
+        :class:`~gradsim_taichi.solvers.registry.ForceModel`)."""
         if self._allocated:
             raise RuntimeError("add force models before creating a Simulation on this model")
-        self.particle_solver.forces.append(force_model)
+        self.particle_system.add(force_model)
 
     def check_alive(self) -> None:
         runtime.check_generation(self._generation, "this Model")

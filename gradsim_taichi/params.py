@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import taichi as ti
 import torch
 
 from gradsim_taichi import runtime
@@ -72,6 +73,61 @@ def field_param(name, field, doc, shape=None, positive=False, nonnegative=False)
         return field.grad.to_numpy().reshape(full)
 
     return Param(name, full, doc, setter, getter, grad_getter, positive, nonnegative)
+
+
+class Learnable:
+    """Mixin for a class holding learnable quantities: each is declared once, where its
+    field is made, and :meth:`params` / :meth:`zero_grads` come from the declarations (in
+    declaration order)."""
+
+    def learnable(self, name, values, doc, n=None, positive=False, nonnegative=False):
+        """A new ``needs_grad`` field of the current precision for ``values`` (``n``: a
+        vector field whose last axis is ``values``' last axis), declared as the parameter
+        ``name``. Returns the field; it holds ``values`` after :meth:`fill_learnables`.
+
+        Create every field of an object before filling any: Taichi places the fields
+        made before a kernel launch (``from_numpy`` is one) in one tree, and a kernel over
+        fields scattered across many trees ran 40% slower (FEM adjoint, 1200 tets)."""
+        values = np.asarray(values, dtype=runtime.np_dtype())
+        if n is None:
+            field = ti.field(runtime.real(), values.shape, needs_grad=True)
+        else:
+            field = ti.Vector.field(n, runtime.real(), values.shape[:-1], needs_grad=True)
+        self.__dict__.setdefault("_unfilled", []).append((field, values))
+        return self.learnable_field(name, field, doc, positive=positive,
+                                    nonnegative=nonnegative)
+
+    def fill_learnables(self) -> None:
+        """Write the values of the fields :meth:`learnable` made since the last call."""
+        for field, values in self.__dict__.pop("_unfilled", []):
+            if field.shape == () and values.ndim == 0:  # from_numpy takes no 0-d arrays
+                field[None] = float(values)
+            else:
+                field.from_numpy(values)
+
+    def learnable_field(self, name, field, doc, shape=None, positive=False,
+                        nonnegative=False):
+        """Declare an existing ``needs_grad`` field as the parameter ``name``; returns it."""
+        self.declare(field_param(name, field, doc, shape, positive, nonnegative), field)
+        return field
+
+    def declare(self, param: Param, field=None) -> None:
+        """Declare a parameter; ``field``: the field whose ``.grad`` :meth:`zero_grads`
+        clears (None for parameters whose gradient is computed elsewhere). Declaring a
+        name again (a re-allocation) replaces it in place."""
+        if "_learnables" not in self.__dict__:
+            self._learnables = {}
+        self._learnables[param.name] = (param, field)
+
+    def params(self) -> list[Param]:
+        return [p for p, _ in self.__dict__.get("_learnables", {}).values()]
+
+    def learnable_fields(self) -> list:
+        return [f for _, f in self.__dict__.get("_learnables", {}).values() if f is not None]
+
+    def zero_grads(self) -> None:
+        for field in self.learnable_fields():
+            field.grad.fill(0)
 
 
 def _np_shape(field) -> tuple:

@@ -17,12 +17,12 @@ head-on (``acos``/``asin`` have infinite slope there) and when ``u = 0``.
 import numpy as np
 import taichi as ti
 
-from gradsim_taichi import runtime
-from gradsim_taichi.params import Param, field_param
+from gradsim_taichi.solvers.registry import ForceModelBase
+from gradsim_taichi.solvers.scatter import Scatter
 
 
 @ti.data_oriented
-class Aerodynamics:
+class Aerodynamics(ForceModelBase):
     """Particle force model: lift and drag of triangles [T, 3] in a wind.
 
     Args:
@@ -35,35 +35,22 @@ class Aerodynamics:
     """
 
     def __init__(self, triangles, lift, drag, wind):
-        real = runtime.real()
         tris = np.asarray(triangles, dtype=np.int32).reshape(-1, 3)
         self.count = len(tris)
-        self.serial = runtime.serial(self.count, ns_per_item=40.0)  # see runtime.serial
+        # atomic adds when parallel: Taichi generates this model's adjoint
+        self.scatter = Scatter(tris, ns_per_item=40.0)
         self.tris = ti.Vector.field(3, ti.i32, shape=self.count)
-        self.lift = ti.field(real, (), needs_grad=True)
-        self.drag = ti.field(real, (), needs_grad=True)
-        self.wind = ti.Vector.field(3, real, shape=(), needs_grad=True)
+        self.lift = self.learnable("cloth_lift", lift,
+                                   "cloth aerodynamic lift coefficient [kg/m^3]", nonnegative=True)
+        self.drag = self.learnable("cloth_drag", drag,
+                                   "cloth aerodynamic drag coefficient [kg/m^3]", nonnegative=True)
+        self.wind = self.learnable("wind", wind, "wind velocity [m/s], (3,)", n=3)
         self.tris.from_numpy(tris)
-        self.lift[None] = float(lift)
-        self.drag[None] = float(drag)
-        self.wind.from_numpy(np.asarray(wind, dtype=runtime.np_dtype()))
-
-    def params(self) -> list[Param]:
-        return [
-            field_param("cloth_lift", self.lift, "cloth aerodynamic lift coefficient [kg/m^3]",
-                        nonnegative=True),
-            field_param("cloth_drag", self.drag, "cloth aerodynamic drag coefficient [kg/m^3]",
-                        nonnegative=True),
-            field_param("wind", self.wind, "wind velocity [m/s], (3,)"),
-        ]
-
-    def zero_grads(self) -> None:
-        for field in (self.lift, self.drag, self.wind):
-            field.grad.fill(0)
+        self.fill_learnables()
 
     @ti.kernel
     def apply(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):
-        ti.loop_config(serialize=self.serial)
+        ti.loop_config(serialize=self.scatter.serial)
         for t in range(self.count):
             i = self.tris[t][0]
             j = self.tris[t][1]
@@ -80,6 +67,6 @@ class Aerodynamics:
             attack = ti.atan2(un, ti.sqrt(side.dot(side) + 1e-30))
             fa = (self.drag[None] * area * ti.abs(un)) * u \
                 + (self.lift[None] * area * attack * u.dot(u)) * nh
-            f[row, i] -= fa
-            f[row, j] -= fa
-            f[row, k] -= fa
+            self.scatter.add(0, f, row, i, t, 0, -fa)
+            self.scatter.add(0, f, row, j, t, 1, -fa)
+            self.scatter.add(0, f, row, k, t, 2, -fa)

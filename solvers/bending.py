@@ -19,8 +19,9 @@ import numpy as np
 import taichi as ti
 
 from gradsim_taichi import runtime
-from gradsim_taichi.params import Param, field_param
-from gradsim_taichi.solvers.custom_adjoint import WithAdjoint
+from gradsim_taichi.kernels import WithAdjoint
+from gradsim_taichi.solvers.registry import ForceModelBase
+from gradsim_taichi.solvers.scatter import Scatter
 
 
 def dihedral_angles(x: np.ndarray, hinges: np.ndarray) -> np.ndarray:
@@ -62,7 +63,7 @@ def mesh_hinges(triangles: np.ndarray) -> np.ndarray:
 
 
 @ti.data_oriented
-class Bending:
+class Bending(ForceModelBase):
     """Particle force model: dihedral-angle springs on hinges.
 
     Args:
@@ -79,15 +80,16 @@ class Bending:
         h = np.asarray(hinges, dtype=np.int32).reshape(-1, 4)
         dtype = runtime.np_dtype()
         self.count = len(h)
-        self.serial = runtime.serial(self.count, ns_per_item=60.0)  # see runtime.serial
+        self.scatter = Scatter(h, ns_per_item=60.0)  # atomic adds when parallel
         self.hinges = ti.Vector.field(4, ti.i32, shape=self.count)
         self.rest = ti.field(real, self.count)
-        self.ke = ti.field(real, self.count, needs_grad=True)
-        self.kd = ti.field(real, self.count, needs_grad=True)
+        self.ke = self.learnable("edge_ke", ke, "cloth bending stiffness [N m/rad], per hinge",
+                                 nonnegative=True)
+        self.kd = self.learnable("edge_kd", kd, "cloth bending damping [N m s/rad], per hinge",
+                                 nonnegative=True)
         self.hinges.from_numpy(h)
         self.rest.from_numpy(np.asarray(rest_angle, dtype=dtype))
-        self.ke.from_numpy(np.asarray(ke, dtype=dtype))
-        self.kd.from_numpy(np.asarray(kd, dtype=dtype))
+        self.fill_learnables()
         # theta of every hinge at every substep of the segment, from the forward pass: the
         # adjoint reads it instead of calling atan2 again (~20 ns a call on the CPU)
         self.angle = ti.field(real, shape=(1, self.count))
@@ -99,18 +101,6 @@ class Bending:
     def state_bytes(self) -> int:
         """Bytes of per-substep values kept for the adjoint (the angles)."""
         return self.angle.shape[0] * self.count * np.dtype(runtime.np_dtype()).itemsize
-
-    def params(self) -> list[Param]:
-        return [
-            field_param("edge_ke", self.ke, "cloth bending stiffness [N m/rad], per hinge",
-                        nonnegative=True),
-            field_param("edge_kd", self.kd, "cloth bending damping [N m s/rad], per hinge",
-                        nonnegative=True),
-        ]
-
-    def zero_grads(self) -> None:
-        for field in (self.ke, self.kd):
-            field.grad.fill(0)
 
     # ---- kernels (the adjoint is hand-written: Taichi's generated one was 2x the forward's
     # cost again, and bending is the costliest cloth force) --------------------------
@@ -155,7 +145,7 @@ class Bending:
 
     @ti.kernel
     def _forces(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):
-        ti.loop_config(serialize=self.serial)
+        ti.loop_config(serialize=self.scatter.serial)
         for h in range(self.count):
             i = self.hinges[h][0]
             j = self.hinges[h][1]
@@ -169,10 +159,10 @@ class Bending:
                 rate = (d1.dot(v[row, i]) + d2.dot(v[row, j]) + d3.dot(v[row, k])
                         + d4.dot(v[row, m]))
                 s = -e_len * (self.ke[h] * (angle - self.rest[h]) + self.kd[h] * rate)
-                f[row, i] += d1 * s
-                f[row, j] += d2 * s
-                f[row, k] += d3 * s
-                f[row, m] += d4 * s
+                self.scatter.add(0, f, row, i, h, 0, d1 * s)
+                self.scatter.add(0, f, row, j, h, 1, d2 * s)
+                self.scatter.add(0, f, row, k, h, 2, d3 * s)
+                self.scatter.add(0, f, row, m, h, 3, d4 * s)
 
     @ti.kernel
     def _forces_adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(),
@@ -185,7 +175,7 @@ class Bending:
         # sum c_a . d_a = (n1 . C1) / |n1|^2 + (n2 . C2) / |n2|^2 with
         # C1 = |e| c1 + a3 c3 + a4 c4, C2 = |e| c2 + b3 c3 + b4 c4; each term is
         # differentiated through its normal (a cross product) and its scalars |e|, a3, ...
-        ti.loop_config(serialize=self.serial)
+        ti.loop_config(serialize=self.scatter.serial)
         for h in range(self.count):
             i = self.hinges[h][0]
             j = self.hinges[h][1]
@@ -216,10 +206,10 @@ class Bending:
                 self.ke.grad[h] += -G * e_len * (angle - self.rest[h])
                 self.kd.grad[h] += -G * e_len * rate
                 cv = -G * e_len * kd
-                v.grad[row, i] += cv * d1
-                v.grad[row, j] += cv * d2
-                v.grad[row, k] += cv * d3
-                v.grad[row, m] += cv * d4
+                self.scatter.add(1, v.grad, row, i, h, 0, cv * d1)
+                self.scatter.add(1, v.grad, row, j, h, 1, cv * d2)
+                self.scatter.add(1, v.grad, row, k, h, 2, cv * d3)
+                self.scatter.add(1, v.grad, row, m, h, 3, cv * d4)
                 c1 = s * g1 + cv * v1
                 c2 = s * g2 + cv * v2
                 c3 = s * g3 + cv * v3
@@ -255,7 +245,7 @@ class Bending:
                 ge = (proj - along * e_hat) * (1.0 / e_len) + w_len * e_hat
                 gx4 += ge
                 gx3 -= ge
-                x.grad[row, i] += gx1
-                x.grad[row, j] += gx2
-                x.grad[row, k] += gx3
-                x.grad[row, m] += gx4
+                self.scatter.add(0, x.grad, row, i, h, 0, gx1)
+                self.scatter.add(0, x.grad, row, j, h, 1, gx2)
+                self.scatter.add(0, x.grad, row, k, h, 2, gx3)
+                self.scatter.add(0, x.grad, row, m, h, 3, gx4)

@@ -24,7 +24,8 @@ import numpy as np
 import taichi as ti
 
 from gradsim_taichi import runtime
-from gradsim_taichi.params import Param, field_param
+from gradsim_taichi.solvers.registry import ForceModelBase
+from gradsim_taichi.solvers.scatter import Scatter
 
 
 def triangle_rest_pose(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray):
@@ -52,7 +53,7 @@ def triangle_rest_pose(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray):
 
 
 @ti.data_oriented
-class ClothTriangles:
+class ClothTriangles(ForceModelBase):
     """Particle force model: membrane elasticity, area damping and activation of triangles.
 
     Args:
@@ -65,54 +66,44 @@ class ClothTriangles:
     Learnable: ``tri_ke``, ``tri_ka``, ``tri_kd`` [T] and ``tri_activation`` [frames, T].
     """
 
+    per_frame = True  # apply(x, v, f, row, frame): activations are per frame
+
     def __init__(self, triangles, rest_positions, ke, ka, kd):
         real = runtime.real()
         tris = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
         x = np.asarray(rest_positions, dtype=np.float64)
         dm, area = triangle_rest_pose(x[tris[:, 0]], x[tris[:, 1]], x[tris[:, 2]])
         self.count = len(tris)
-        self.serial = runtime.serial(self.count, ns_per_item=40.0)  # see runtime.serial
+        # atomic adds when parallel: Taichi generates this model's adjoint
+        self.scatter = Scatter(tris, ns_per_item=40.0)
         self.tris = ti.Vector.field(3, ti.i32, shape=self.count)
         self.pose = ti.Matrix.field(2, 2, real, shape=self.count)
         self.rest_area = ti.field(real, self.count)
-        self.ke = ti.field(real, self.count, needs_grad=True)
-        self.ka = ti.field(real, self.count, needs_grad=True)
-        self.kd = ti.field(real, self.count, needs_grad=True)
         dtype = runtime.np_dtype()
+        self.ke = self.learnable("tri_ke", ke, "cloth stretch stiffness [N/m], per triangle",
+                                 nonnegative=True)
+        self.ka = self.learnable("tri_ka", ka, "cloth area stiffness [N/m], per triangle",
+                                 positive=True)
+        self.kd = self.learnable("tri_kd", kd, "cloth area damping [N s/m], per triangle",
+                                 nonnegative=True)
         self.tris.from_numpy(tris.astype(np.int32))
         self.pose.from_numpy(dm.astype(dtype))
         self.rest_area.from_numpy(area.astype(dtype))
-        self.ke.from_numpy(np.asarray(ke, dtype=dtype))
-        self.ka.from_numpy(np.asarray(ka, dtype=dtype))
-        self.kd.from_numpy(np.asarray(kd, dtype=dtype))
+        self.fill_learnables()
         self.frames = 0
         self.act = None
 
     def allocate(self, rows: int, frames: int) -> None:
         """Per-frame activations ``[frames, T]`` (zero: the rest shape)."""
         self.frames = frames
-        self.act = ti.field(runtime.real(), shape=(frames, self.count), needs_grad=True)
-
-    def params(self) -> list[Param]:
-        return [
-            field_param("tri_ke", self.ke, "cloth stretch stiffness [N/m], per triangle",
-                        nonnegative=True),
-            field_param("tri_ka", self.ka, "cloth area stiffness [N/m], per triangle",
-                        positive=True),
-            field_param("tri_kd", self.kd, "cloth area damping [N s/m], per triangle",
-                        nonnegative=True),
-            field_param("tri_activation", self.act,
-                        "cloth triangle activation (area target shift), (frames, T)"),
-        ]
-
-    def zero_grads(self) -> None:
-        for field in (self.ke, self.ka, self.kd, self.act):
-            field.grad.fill(0)
+        self.act = self.learnable("tri_activation", np.zeros((frames, self.count)),
+                                  "cloth triangle activation (area target shift), (frames, T)")
+        self.fill_learnables()
 
     @ti.kernel
     def apply_frame(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32,
                     frame: ti.i32):
-        ti.loop_config(serialize=self.serial)
+        ti.loop_config(serialize=self.scatter.serial)
         for t in range(self.count):
             i = self.tris[t][0]
             j = self.tris[t][1]
@@ -144,6 +135,8 @@ class ClothTriangles:
             fq += dcdq * s
             fr += dcdr * s
             # fq, fr are dE/dx of the second and third vertex; forces are their negatives
-            f[row, i] += fq + fr
-            f[row, j] -= fq
-            f[row, k] -= fr
+            self.scatter.add(0, f, row, i, t, 0, fq + fr)
+            self.scatter.add(0, f, row, j, t, 1, -fq)
+            self.scatter.add(0, f, row, k, t, 2, -fr)
+
+    apply = apply_frame  # the ForceModel name; apply_frame says it takes the frame

@@ -35,9 +35,10 @@ import numpy as np
 import taichi as ti
 
 from gradsim_taichi import runtime
-from gradsim_taichi.params import Param, field_param
-from gradsim_taichi.solvers.custom_adjoint import WithAdjoint
-from gradsim_taichi.solvers.gather import SlotGather
+from gradsim_taichi.kernels import WithAdjoint
+from gradsim_taichi.params import Param
+from gradsim_taichi.solvers.registry import ForceModelBase
+from gradsim_taichi.solvers.scatter import Scatter
 
 
 def smith_parameters(mu, lam):
@@ -77,7 +78,7 @@ def _dcofactor(F, M):
 
 
 @ti.data_oriented
-class TetFEM:
+class TetFEM(ForceModelBase):
     """Particle force model for tetrahedral solids (see the module docstring).
 
     Args:
@@ -87,12 +88,14 @@ class TetFEM:
         mu, lam: Lame parameters [Pa], per tet ``[T]``.
         damping: viscosity [Pa s], per tet ``[T]``.
         density: per tet ``[T]`` [kg/m^3]; only used by the ``density`` parameter.
-        particles: the :class:`~gradsim_taichi.solvers.particles.ParticleSystem` whose
+        particles: the :class:`~gradsim_taichi.solvers.particles.ParticleState` whose
             mass field the ``density`` parameter writes.
 
     Learnable parameters: ``tet_mu``, ``tet_lambda``, ``tet_damping`` ([T]),
     ``tet_activation`` ([frames, T]) and ``density`` ([T]).
     """
+
+    per_frame = True  # apply(x, v, f, row, frame): activations are per frame
 
     def __init__(self, tets, rest_positions, mu, lam, damping, density, particles):
         real, dtype = runtime.real(), runtime.np_dtype()
@@ -107,35 +110,32 @@ class TetFEM:
         self.tets = ti.Vector.field(4, ti.i32, shape=self.count)
         self.dm_inv = ti.Matrix.field(3, 3, real, shape=self.count)
         self.vol = ti.field(real, self.count)
-        self.mu = ti.field(real, self.count, needs_grad=True)
-        self.lam = ti.field(real, self.count, needs_grad=True)
-        self.kd = ti.field(real, self.count, needs_grad=True)
+        self.mu = self.learnable("tet_mu", mu, "Lame mu of each tet [Pa], per tet",
+                                 nonnegative=True)
+        self.lam = self.learnable("tet_lambda", lam, "Lame lambda of each tet [Pa], per tet")
+        self.kd = self.learnable("tet_damping", damping,
+                                 "tet strain-rate viscosity [Pa s], per tet", nonnegative=True)
         self.tets.from_numpy(tets.astype(np.int32))
         self.dm_inv.from_numpy(dm_inv.astype(dtype))
         self.vol.from_numpy(vol.astype(dtype))
-        self.mu.from_numpy(np.asarray(mu, dtype=dtype))
-        self.lam.from_numpy(np.asarray(lam, dtype=dtype))
-        self.kd.from_numpy(np.asarray(damping, dtype=dtype))
+        self.fill_learnables()
+        self.declare(self._density_param())
         self.act = None
         self.frames = 0
-        # Short loops run serially on the CPU (see runtime.serial); then each tet adds
-        # straight into its particles. In parallel (atomic-free): per-tet vertex values go
-        # to [T, 4] buffers, then each particle sums its slots 4 t + k (float atomics were
-        # the bottleneck on the CPU; this order is deterministic).
-        self.serial = runtime.serial(self.count, ns_per_item=150.0)
-        if not self.serial:
-            gather = SlotGather(tets)
-            self.n_gather, self.gather_ids = gather.n, gather.ids
-            self.gather_ptr, self.gather_slot = gather.ptr, gather.slot
-            self.buf_a = ti.Vector.field(3, real, shape=(self.count, 4))
-            self.buf_b = ti.Vector.field(3, real, shape=(self.count, 4))
+        # In parallel, per-tet corner buffers (forces; adjoints of x and v) gathered per
+        # particle: float atomics were the bottleneck on the CPU, and this is deterministic.
+        self.scatter = Scatter(tets, ns_per_item=150.0, channels=2)
         self.apply_frame = WithAdjoint(self._forces, self._forces_adjoint)
+        self.apply = self.apply_frame
 
     # ---- storage and parameters --------------------------------------------------------
     def allocate(self, rows: int, frames: int) -> None:
         """Per-frame activations ``[frames, T]`` (zero)."""
         self.frames = frames
-        self.act = ti.field(runtime.real(), shape=(frames, self.count), needs_grad=True)
+        self.act = self.learnable("tet_activation", np.zeros((frames, self.count)),
+                                  "tet activation (preferred volume ratio ~ 1 - a), "
+                                  "(frames, T)")
+        self.fill_learnables()
 
     def lumped_masses(self, density) -> np.ndarray:
         """Particle masses ``[N]`` of the particle system from per-tet ``density``: each
@@ -144,7 +144,7 @@ class TetFEM:
         np.add.at(m, self._tets.ravel(), np.repeat(density * self._vol / 4.0, 4))
         return m
 
-    def params(self) -> list[Param]:
+    def _density_param(self) -> Param:
         t = self.count
         mass = self.particles.mass
 
@@ -159,31 +159,14 @@ class TetFEM:
             gm = mass.grad.to_numpy().astype(np.float64)
             return gm[self._tets].sum(axis=1) * self._vol / 4.0
 
-        params = [
-            field_param("tet_mu", self.mu, "Lame mu of each tet [Pa], per tet", nonnegative=True),
-            field_param("tet_lambda", self.lam, "Lame lambda of each tet [Pa], per tet"),
-            field_param("tet_damping", self.kd, "tet strain-rate viscosity [Pa s], per tet",
-                        nonnegative=True),
-            Param("density", (t,),
-                  "tet mass density [kg/m^3], per tet; writes the lumped masses of the "
-                  "tets' particles into the same field as 'mass' (the last one set wins)",
-                  set_density, lambda: self._density.copy(), density_grad, positive=True),
-        ]
-        if self.act is not None:
-            params.append(field_param("tet_activation", self.act,
-                                      "tet activation (preferred volume ratio ~ 1 - a), "
-                                      "(frames, T)"))
-        return params
-
-    def zero_grads(self) -> None:
-        for field in (self.mu, self.lam, self.kd):
-            field.grad.fill(0)
-        if self.act is not None:
-            self.act.grad.fill(0)
+        return Param("density", (t,),
+                     "tet mass density [kg/m^3], per tet; writes the lumped masses of the "
+                     "tets' particles into the same field as 'mass' (the last one set wins)",
+                     set_density, lambda: self._density.copy(), density_grad, positive=True)
 
     # ---- forces ------------------------------------------------------------------------
     # ``apply_frame(x, v, f, row, frame)`` is the forward kernel, ``apply_frame.grad`` its
-    # hand-written adjoint (see gradsim_taichi.solvers.custom_adjoint): Taichi's generated
+    # hand-written adjoint (see gradsim_taichi.kernels): Taichi's generated
     # adjoint of this matrix-heavy kernel took minutes to compile.
 
     @ti.func
@@ -203,9 +186,8 @@ class TetFEM:
     @ti.kernel
     def _forces(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32,
                 frame: ti.i32):
-        # Not differentiated by Taichi (hand-written adjoint below), so two top-level loops
-        # and vector locals in the dynamic inner loop are fine here.
-        ti.loop_config(serialize=self.serial)
+        # Not differentiated by Taichi (hand-written adjoint below): the Scatter may gather.
+        ti.loop_config(serialize=self.scatter.serial)
         for t in range(self.count):
             F, Fdot, cof = self._tet(x, v, row, t)
             J = _col(F, 0).dot(_col(F, 1).cross(_col(F, 2)))
@@ -223,25 +205,9 @@ class TetFEM:
             for k in ti.static(range(3)):
                 fk = _col(H, k)
                 fsum += fk
-                if ti.static(self.serial):  # straight into the particles, tet by tet
-                    i = self.tets[t][k + 1]
-                    f[row, i] = f[row, i] + fk
-                else:
-                    self.buf_a[t, k + 1] = fk
-            if ti.static(self.serial):
-                i0 = self.tets[t][0]
-                f[row, i0] = f[row, i0] - fsum
-            else:
-                self.buf_a[t, 0] = -fsum
-
-        # in parallel, a second loop (after an implicit barrier): each particle sums its
-        # tet slots
-        if ti.static(not self.serial):
-            for j in range(self.n_gather):
-                acc = ti.Vector([0.0, 0.0, 0.0])
-                for q in range(self.gather_ptr[j], self.gather_ptr[j + 1]):
-                    acc += self.buf_a[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
-                f[row, self.gather_ids[j]] += acc
+                self.scatter.add(0, f, row, self.tets[t][k + 1], t, k + 1, fk)
+            self.scatter.add(0, f, row, self.tets[t][0], t, 0, -fsum)
+        self.scatter.gather(0, f, row)
 
     @ti.kernel
     def _forces_adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(),
@@ -252,7 +218,7 @@ class TetFEM:
         #              + gp (lam' cof + kd dcof(F, Fdot)) + kd (Gh S + Fdot K)
         #   dl/dFdot = kd (gp cof + F K),  dl/dDs = dl/dF Dm^-T (same for velocities)
         # where dcof(F, M) = d(cof(F) : M)/dF. Checked against finite differences.
-        ti.loop_config(serialize=self.serial)
+        ti.loop_config(serialize=self.scatter.serial)
         for t in range(self.count):
             F, Fdot, cof = self._tet(x, v, row, t)
             B = self.dm_inv[t]
@@ -295,30 +261,14 @@ class TetFEM:
             for k in ti.static(range(3)):
                 sx += _col(dX, k)
                 sv += _col(dV, k)
-                if ti.static(self.serial):
-                    i = self.tets[t][k + 1]
-                    x.grad[row, i] = x.grad[row, i] + _col(dX, k)
-                    v.grad[row, i] = v.grad[row, i] + _col(dV, k)
-                else:
-                    self.buf_a[t, k + 1] = _col(dX, k)
-                    self.buf_b[t, k + 1] = _col(dV, k)
-            if ti.static(self.serial):
-                i0 = self.tets[t][0]
-                x.grad[row, i0] = x.grad[row, i0] - sx
-                v.grad[row, i0] = v.grad[row, i0] - sv
-            else:
-                self.buf_a[t, 0] = -sx
-                self.buf_b[t, 0] = -sv
-
-        if ti.static(not self.serial):
-            for j in range(self.n_gather):
-                acc = ti.Vector([0.0, 0.0, 0.0])
-                acc2 = ti.Vector([0.0, 0.0, 0.0])
-                for q in range(self.gather_ptr[j], self.gather_ptr[j + 1]):
-                    acc += self.buf_a[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
-                    acc2 += self.buf_b[self.gather_slot[q] // 4, self.gather_slot[q] % 4]
-                x.grad[row, self.gather_ids[j]] += acc
-                v.grad[row, self.gather_ids[j]] += acc2
+                i = self.tets[t][k + 1]
+                self.scatter.add(0, x.grad, row, i, t, k + 1, _col(dX, k))
+                self.scatter.add(1, v.grad, row, i, t, k + 1, _col(dV, k))
+            i0 = self.tets[t][0]
+            self.scatter.add(0, x.grad, row, i0, t, 0, -sx)
+            self.scatter.add(1, v.grad, row, i0, t, 0, -sv)
+        self.scatter.gather(0, x.grad, row)
+        self.scatter.gather(1, v.grad, row)
 
     # ---- inspection (numpy, for tests and diagnostics) ---------------------------------
     def deformation(self, positions) -> np.ndarray:

@@ -18,44 +18,32 @@ gradients.
 
 import taichi as ti
 
-from gradsim_taichi import runtime
-from gradsim_taichi.params import Param, field_param
+from gradsim_taichi.params import Learnable
 
 
 @ti.data_oriented
-class GroundParams:
+class GroundParams(Learnable):
     """The ground plane and its contact parameters, shared by every system that touches it
     (particles and rigid bodies read the same learnable fields)."""
 
     def __init__(self, height, radius, ke, kd, kf, mu, damping_depth=1e-3, elastic_width=1e-4):
-        real = runtime.real()
         self.height = float(height)
         self.damping_depth = max(float(damping_depth), 1e-12)
         self.elastic_width = max(float(elastic_width), 1e-12)
         self.radius = float(radius)  # contact radius of particles
-        self.ke = ti.field(real, (), needs_grad=True)
-        self.kd = ti.field(real, (), needs_grad=True)
-        self.kf = ti.field(real, (), needs_grad=True)
-        self.mu = ti.field(real, (), needs_grad=True)
-        self.ke[None], self.kd[None], self.kf[None], self.mu[None] = ke, kd, kf, mu
-
-    def params(self) -> list[Param]:
-        return [
-            field_param("contact_ke", self.ke, "ground contact stiffness [N/m]", nonnegative=True),
-            field_param("contact_kd", self.kd, "ground contact damping [N s/m]", nonnegative=True),
-            field_param("contact_kf", self.kf, "ground friction stiffness [N s/m]",
-                        nonnegative=True),
-            field_param("contact_mu", self.mu, "ground Coulomb friction coefficient",
-                        nonnegative=True),
-        ]
+        self.ke = self.learnable("contact_ke", ke, "ground contact stiffness [N/m]",
+                                 nonnegative=True)
+        self.kd = self.learnable("contact_kd", kd, "ground contact damping [N s/m]",
+                                 nonnegative=True)
+        self.kf = self.learnable("contact_kf", kf, "ground friction stiffness [N s/m]",
+                                 nonnegative=True)
+        self.mu = self.learnable("contact_mu", mu, "ground Coulomb friction coefficient",
+                                 nonnegative=True)
+        self.fill_learnables()
 
     def fields(self) -> tuple:
         """The learnable fields, in the order (ke, kd, kf, mu)."""
         return self.ke, self.kd, self.kf, self.mu
-
-    def zero_grads(self) -> None:
-        for field in self.fields():
-            field.grad.fill(0)
 
     @ti.func
     def force(self, c, vel):

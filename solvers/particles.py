@@ -1,4 +1,4 @@
-"""The shared particle system: state storage and the semi-implicit Euler integrator.
+"""Particle state: storage, checkpoints and the semi-implicit Euler integrator.
 
 State lives in *segment buffers* ``x[row, i]``, ``v[row, i]``, ``f[row, i]``: one row
 per substep of the frames being simulated now, so that every value is written
@@ -12,13 +12,16 @@ import numpy as np
 import taichi as ti
 
 from gradsim_taichi import runtime
-from gradsim_taichi.params import Param, field_param
-from gradsim_taichi.solvers.custom_adjoint import WithAdjoint
+from gradsim_taichi.kernels import WithAdjoint
+from gradsim_taichi.params import Learnable, Param
+from gradsim_taichi.solvers.scatter import Scatter
 
 
 @ti.data_oriented
-class ParticleSystem:
-    """Particles with mass, a pinned flag, gravity and per-frame external forces.
+class ParticleState(Learnable):
+    """Particle state storage and the integrator: particles with mass, a pinned flag,
+    gravity and per-frame external forces (the force models live in
+    :class:`gradsim_taichi.particle_system.ParticleSystem`).
 
     Pinned particles never move: their velocity is held at zero (the reference engine
     let them drift with their initial velocity). With a ``ground``
@@ -27,15 +30,15 @@ class ParticleSystem:
     """
 
     def __init__(self, positions, velocities, masses, pinned, forces, gravity, ground=None):
-        real = runtime.real()
         self.n = len(positions)
-        self.serial = runtime.serial(self.n)  # short loops run serially (see runtime)
-        self.mass = ti.field(real, self.n, needs_grad=True)
+        self.loop = Scatter.items(self.n, ns_per_item=10.0)  # each particle writes its own
+        self.mass = self.learnable("mass", masses, "particle mass [kg], per particle",
+                                   positive=True)
+        self.gravity = self.learnable("gravity", gravity,
+                                      "gravitational acceleration [m/s^2], (3,)", n=3)
         self.pinned = ti.field(ti.i32, self.n)
-        self.gravity = ti.Vector.field(3, real, shape=(), needs_grad=True)
-        self.mass.from_numpy(np.asarray(masses, dtype=runtime.np_dtype()))
         self.pinned.from_numpy(np.asarray(pinned, dtype=np.int32))
-        self.gravity.from_numpy(np.asarray(gravity, dtype=runtime.np_dtype()))
+        self.fill_learnables()
         self._x0 = np.asarray(positions, dtype=runtime.np_dtype())
         self._v0 = np.asarray(velocities, dtype=runtime.np_dtype())
         self._f_const = np.asarray(forces, dtype=runtime.np_dtype())
@@ -69,15 +72,6 @@ class ParticleSystem:
         self._x0_grad = np.zeros((n, 3))
         self._v0_grad = np.zeros((n, 3))
 
-    def state_bytes(self) -> int:
-        """Bytes of stored state (values and adjoints) of the buffers and checkpoints."""
-        itemsize = np.dtype(runtime.np_dtype()).itemsize
-        per_row = self.n * 3 * itemsize
-        return per_row * (3 * 2 * self.rows + 2 * (self.frames + 1))
-
-    def params(self) -> list[Param]:
-        n, frames = self.n, self.frames
-
         def set_x0(values):
             values = np.asarray(values, dtype=runtime.np_dtype())
             self._x0 = values.copy()
@@ -88,22 +82,24 @@ class ParticleSystem:
             self._v0 = values.copy()
             self.vc.from_numpy(np.broadcast_to(values, (frames + 1, n, 3)).copy())
 
-        return [
-            field_param("mass", self.mass, "particle mass [kg], per particle", positive=True),
-            field_param("gravity", self.gravity, "gravitational acceleration [m/s^2], (3,)"),
-            Param("initial_position", (n, 3), "particle positions at t=0 [m]", set_x0,
-                  lambda: self._x0.copy(), lambda: self._x0_grad.copy()),
-            Param("initial_velocity", (n, 3), "particle velocities at t=0 [m/s]", set_v0,
-                  lambda: self._v0.copy(), lambda: self._v0_grad.copy()),
-            field_param("external_force", self.ext,
-                        "force on each particle, constant within a frame [N], (frames, N, 3)"),
-        ]
+        self.declare(Param("initial_position", (n, 3), "particle positions at t=0 [m]",
+                           set_x0, lambda: self._x0.copy(), lambda: self._x0_grad.copy()))
+        self.declare(Param("initial_velocity", (n, 3), "particle velocities at t=0 [m/s]",
+                           set_v0, lambda: self._v0.copy(), lambda: self._v0_grad.copy()))
+        self.learnable_field("external_force", self.ext, "force on each particle, constant "
+                             "within a frame [N], (frames, N, 3)")
+
+    def state_bytes(self) -> int:
+        """Bytes of stored state (values and adjoints) of the buffers and checkpoints."""
+        itemsize = np.dtype(runtime.np_dtype()).itemsize
+        per_row = self.n * 3 * itemsize
+        return per_row * (3 * 2 * self.rows + 2 * (self.frames + 1))
 
     # ---- forward ---------------------------------------------------------------------
     @ti.kernel
     def load(self, frame: ti.i32):
         """Checkpoint ``frame`` -> buffer row 0."""
-        ti.loop_config(serialize=self.serial)
+        ti.loop_config(serialize=self.loop.serial)
         for i in range(self.n):
             self.x[0, i] = self.xc[frame, i]
             self.v[0, i] = self.vc[frame, i]
@@ -112,7 +108,7 @@ class ParticleSystem:
     @ti.kernel
     def save(self, frame: ti.i32, row: ti.i32):
         """Buffer ``row`` -> checkpoint ``frame``."""
-        ti.loop_config(serialize=self.serial)
+        ti.loop_config(serialize=self.loop.serial)
         for i in range(self.n):
             self.xc[frame, i] = self.x[row, i]
             self.vc[frame, i] = self.v[row, i]
@@ -126,7 +122,7 @@ class ParticleSystem:
     def _integrate(self, row: ti.i32, frame: ti.i32, dt: float):
         """Semi-implicit Euler: v' = v + dt (f / m + g),  x' = x + dt v', with f the force
         models' forces plus ground contact (the total is written back to ``f[row]``)."""
-        ti.loop_config(serialize=self.serial)
+        ti.loop_config(serialize=self.loop.serial)
         for i in range(self.n):
             if self.pinned[i] == 0:
                 force = self.f[row, i]
@@ -153,7 +149,7 @@ class ParticleSystem:
         It is the first adjoint kernel of a substep, so it *assigns* the adjoints of row:
         nothing has to be zeroed between substeps; the force models then add into them."""
         boundary = (row + 1) % self.substeps[None] == 0
-        ti.loop_config(serialize=self.serial)
+        ti.loop_config(serialize=self.loop.serial)
         for i in range(self.n):
             gx1 = self.x.grad[row + 1, i]
             gv1 = self.v.grad[row + 1, i]
@@ -186,8 +182,9 @@ class ParticleSystem:
     def begin_backward(self, grad_frames, grad_velocities=None) -> None:
         """Zero all adjoints; ``grad_frames`` / ``grad_velocities`` are dL/d(positions) and
         dL/d(velocities) at the frame boundaries (None: zero)."""
-        for field in (self.x, self.v, self.f, self.ext, self.mass, self.gravity):
+        for field in (self.x, self.v, self.f):
             field.grad.fill(0)
+        self.zero_grads()
         self.gravity_acc.fill(0)
         self.contact_acc.fill(0)
         dtype = runtime.np_dtype()
@@ -209,7 +206,7 @@ class ParticleSystem:
 
     @ti.kernel
     def _carry(self, last: ti.i32):
-        ti.loop_config(serialize=self.serial)
+        ti.loop_config(serialize=self.loop.serial)
         for i in range(self.n):
             self.x.grad[last, i] = self.x.grad[0, i]
             self.v.grad[last, i] = self.v.grad[0, i]

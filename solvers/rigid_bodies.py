@@ -27,9 +27,10 @@ import numpy as np
 import taichi as ti
 
 from gradsim_taichi import runtime
-from gradsim_taichi.params import Param, field_param
-from gradsim_taichi.solvers.launch import FastKernel
+from gradsim_taichi.kernels import FastKernel
+from gradsim_taichi.params import Learnable, Param, field_param
 from gradsim_taichi.solvers.rigid_contact import vertex_contact
+from gradsim_taichi.solvers.scatter import Scatter
 
 
 @ti.func
@@ -80,7 +81,7 @@ def _field_bytes(*fields) -> int:
 
 
 @ti.data_oriented
-class RigidBodySystem:
+class RigidBodySystem(Learnable):
     """All rigid bodies of a model as one system (name ``"rigid"``).
 
     Built by :class:`gradsim_taichi.build_rigid.RigidBuilderMixin`; see the module doc
@@ -101,9 +102,10 @@ class RigidBodySystem:
         counts = [len(b["vertices"]) for b in bodies]
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.nv = nv = int(offsets[-1])
-        # short loops run serially on the CPU (see runtime.serial)
-        self.serial_vertices = runtime.serial(nv, ns_per_item=100.0)
-        self.serial_bodies = runtime.serial(nb, ns_per_item=200.0)
+        # vertex contact adds into the bodies (atomic adds when parallel: Taichi generates
+        # the step's adjoint); the integrator's loop writes each body's own state
+        self.contact = Scatter(np.repeat(np.arange(nb), counts), ns_per_item=100.0)
+        self.body_loop = Scatter.items(nb, ns_per_item=200.0)
         self.meshes = [(int(offsets[i]), np.asarray(b["faces"], dtype=np.int64))
                        for i, b in enumerate(bodies)]
         self.faces = np.concatenate([f + o for o, f in self.meshes])
@@ -113,28 +115,32 @@ class RigidBodySystem:
         self.gravity = ti.Vector.field(3, real, shape=())
         self.gravity.from_numpy(np.asarray(gravity, dtype=dtype))
         # per body
-        self.mass = ti.field(real, nb, needs_grad=True)
-        self.iscale = ti.field(real, nb, needs_grad=True)
-        self.com_off = ti.Vector.field(3, real, nb, needs_grad=True)
+        stack = lambda key: np.asarray([b[key] for b in bodies], dtype=dtype)  # noqa: E731
+        self.mass = self.learnable("body_mass", stack("mass"), "rigid body mass [kg], [B]",
+                                   positive=True)
+        self.iscale = self.learnable("body_inertia_scale", np.ones(nb),
+                                     "factor on each body's inertia tensor, [B]", positive=True)
+        self.com_off = self.learnable(
+            "body_com_offset", np.zeros((nb, 3)),
+            "centre-of-mass shift from the mesh's, mesh frame [m], [B, 3]", n=3)
+        self.pos0 = self.learnable(
+            "body_position", stack("position"),
+            "world position of each mesh frame's origin at t=0 [m], [B, 3]", n=3)
+        self.quat0 = ti.Vector.field(4, real, nb, needs_grad=True)
+        self.declare(_quat_param(self.quat0, nb), self.quat0)
+        self.vel0 = self.learnable("body_velocity", stack("velocity"),
+                                   "centre-of-mass velocity at t=0 [m/s], [B, 3]", n=3)
+        self.omega0 = self.learnable("body_angular_velocity", stack("angular_velocity"),
+                                     "world angular velocity at t=0 [rad/s], [B, 3]", n=3)
         self.com_geom = ti.Vector.field(3, real, nb)
         self.i_unit = ti.Matrix.field(3, 3, real, nb)
         self.i_unit_inv = ti.Matrix.field(3, 3, real, nb)
-        self.pos0 = ti.Vector.field(3, real, nb, needs_grad=True)
-        self.quat0 = ti.Vector.field(4, real, nb, needs_grad=True)
-        self.vel0 = ti.Vector.field(3, real, nb, needs_grad=True)
-        self.omega0 = ti.Vector.field(3, real, nb, needs_grad=True)
-        stack = lambda key: np.asarray([b[key] for b in bodies], dtype=dtype)  # noqa: E731
-        self.mass.from_numpy(stack("mass"))
-        self.iscale.from_numpy(np.ones(nb, dtype=dtype))
-        self.com_off.from_numpy(np.zeros((nb, 3), dtype=dtype))
+        self.fill_learnables()  # after every field of the bodies is made (see Learnable)
+        self.quat0.from_numpy(stack("orientation"))
         self.com_geom.from_numpy(stack("com"))
         i_unit = stack("inertia_unit")
         self.i_unit.from_numpy(i_unit)
         self.i_unit_inv.from_numpy(np.linalg.inv(i_unit).astype(dtype))
-        self.pos0.from_numpy(stack("position"))
-        self.quat0.from_numpy(stack("orientation"))
-        self.vel0.from_numpy(stack("velocity"))
-        self.omega0.from_numpy(stack("angular_velocity"))
         # per vertex: position relative to the geometric COM (mesh frame) and body id
         self.vlocal = ti.Vector.field(3, real, max(nv, 1))
         self.vbody = ti.field(ti.i32, max(nv, 1))
@@ -194,42 +200,23 @@ class RigidBodySystem:
         dtype = runtime.np_dtype()
         self.ext_f.from_numpy(ext.astype(dtype))
         self.load_force.from_numpy(lf.astype(dtype))
+        self.learnable_field("body_force", self.ext_f,
+                             "world force at the centre of mass per frame [N], [frames, B, 3]")
+        self.learnable_field("body_torque", self.ext_t,
+                             "world torque per frame [N m], [frames, B, 3]")
+        if self.nl:
+            self.learnable_field("body_point_force", self.load_force,
+                                 "per-frame force of each add_body_force load (its own point "
+                                 "and frame) [N], [frames, L, 3]", shape=(frames, self.nl, 3))
+        if self.nk:
+            self.learnable_field("body_impulse", self.impulse,
+                                 "impulse of each add_body_impulse [N s], [K, 3]",
+                                 shape=(self.nk, 3))
 
     def state_bytes(self) -> int:
         """Bytes of stored state (values and adjoints) of the buffers and checkpoints."""
         buffers = _field_bytes(self.x, self.v, self.w, self.q, self.fsum, self.tsum)
         return 2 * buffers + _field_bytes(self.xc, self.vc, self.wc, self.qc)
-
-    def params(self) -> list[Param]:
-        nb, frames = self.nb, self.frames
-        out = [
-            field_param("body_mass", self.mass, "rigid body mass [kg], [B]", positive=True),
-            field_param("body_inertia_scale", self.iscale,
-                        "factor on each body's inertia tensor, [B]", positive=True),
-            field_param("body_com_offset", self.com_off,
-                        "centre-of-mass shift from the mesh's, mesh frame [m], [B, 3]"),
-            field_param("body_position", self.pos0,
-                        "world position of each mesh frame's origin at t=0 [m], [B, 3]"),
-            _quat_param(self.quat0, nb),
-            field_param("body_velocity", self.vel0,
-                        "centre-of-mass velocity at t=0 [m/s], [B, 3]"),
-            field_param("body_angular_velocity", self.omega0,
-                        "world angular velocity at t=0 [rad/s], [B, 3]"),
-            field_param("body_force", self.ext_f,
-                        "world force at the centre of mass per frame [N], [frames, B, 3]"),
-            field_param("body_torque", self.ext_t,
-                        "world torque per frame [N m], [frames, B, 3]"),
-        ]
-        if self.nl:
-            out.append(field_param("body_point_force", self.load_force,
-                                   "per-frame force of each add_body_force load (its own "
-                                   "point and frame) [N], [frames, L, 3]",
-                                   shape=(frames, self.nl, 3)))
-        if self.nk:
-            out.append(field_param("body_impulse", self.impulse,
-                                   "impulse of each add_body_impulse [N s], [K, 3]",
-                                   shape=(self.nk, 3)))
-        return out
 
     # ---- forward ---------------------------------------------------------------------
     @ti.kernel
@@ -288,14 +275,14 @@ class RigidBodySystem:
         """Contact, loads and impulses (atomic adds into the bodies), then integration.
         Top-level loops only: the adjoint kernel runs them in reverse order."""
         if ti.static(self.has_ground and self.nv > 0):
-            ti.loop_config(serialize=self.serial_vertices)
+            ti.loop_config(serialize=self.contact.serial)
             for i in range(self.nv):
                 b = self.vbody[i]
                 rot = quat_to_mat(self.q[row, b])
                 f, tau = vertex_contact(self.ground, self.x[row, b], rot, self.v[row, b],
                                         self.w[row, b], self.vlocal[i] - self.com_off[b])
-                self.fsum[row, b] += f
-                self.tsum[row, b] += tau
+                self.contact.add(0, self.fsum, row, b, i, 0, f)
+                self.contact.add(0, self.tsum, row, b, i, 0, tau)
         if ti.static(self.nl > 0):
             ti.loop_config(serialize=True)  # a handful of loads
             for l in range(self.nl):
@@ -320,7 +307,7 @@ class RigidBodySystem:
                 r = flags[0] * mv(rot, self.imp_point[k] - self.com_off[b])
                 self.fsum[row, b] += f
                 self.tsum[row, b] += r.cross(f)
-        ti.loop_config(serialize=self.serial_bodies)
+        ti.loop_config(serialize=self.body_loop.serial)
         for b in range(self.nb):
             m = self.mass[b]
             ms = m * self.iscale[b]

@@ -1,4 +1,5 @@
-"""Fast kernel launches (solvers/launch.py) and the serial-loop policy (runtime.serial)."""
+"""Fast kernel launches (gradsim_taichi/kernels.py) and the serial-loop policy
+(runtime.serial)."""
 
 import numpy as np
 import pytest
@@ -6,8 +7,7 @@ import taichi as ti
 
 import gradsim_taichi as gs
 from gradsim_taichi import runtime
-from gradsim_taichi.solvers.custom_adjoint import WithAdjoint
-from gradsim_taichi.solvers.launch import FastKernel
+from gradsim_taichi.kernels import FastKernel, WithAdjoint
 
 
 @pytest.fixture(autouse=True)
@@ -100,3 +100,29 @@ def test_serial_policy_by_estimated_work():
     limit = runtime.SERIAL_WORK_NS
     assert runtime.serial(int(limit / 100) - 1, ns_per_item=100.0)
     assert not runtime.serial(int(limit / 100) + 1, ns_per_item=100.0)
+
+
+def test_slow_launch_environment_variable_sends_calls_through_taichi(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "probe.py"  # Taichi kernels must live in real files
+    script.write_text(
+        "import taichi as ti\n"
+        "import gradsim_taichi as gs\n"
+        "import gradsim_taichi.kernels as k\n"
+        "gs.init(arch='cpu')\n"
+        "x = ti.field(ti.f64, ())\n"
+        "@ti.kernel\n"
+        "def one(x: ti.template()):\n"
+        "    x[None] += 1.0\n"
+        "launch = k.Launcher(one._primal)\n"
+        "for _ in range(3):\n"
+        "    launch(x)\n"
+        "print(k._DISABLED, launch.fast, len(launch._cache), x[None])\n")
+    for value, expected in (("1", "True False 0 3.0"), ("0", "False True 1 3.0")):
+        env = dict(os.environ, GRADSIM_TAICHI_SLOW_LAUNCH=value)
+        out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                             text=True, check=True).stdout
+        assert out.strip().splitlines()[-1] == expected

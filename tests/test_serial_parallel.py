@@ -1,11 +1,14 @@
 """The parallel code paths (taken on CUDA and for large models on the CPU) against the
-serial ones the CPU takes for small models: same trajectories and gradients."""
+serial ones the CPU takes for small models: same trajectories and gradients, for every
+force model, the particle integrator with ground contact, and the rigid bodies."""
 
 import numpy as np
 import pytest
 
 import gradsim_taichi as gs
 from gradsim_taichi import runtime
+from gradsim_taichi.solvers.registry import force_models
+from gradsim_taichi.solvers.scatter import Scatter
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +31,24 @@ def soft_box(b):
                    mu=2e3, lam=3e3, damping=1.0, velocity=(0.5, -1.0, 0.0))
 
 
-@pytest.mark.parametrize("add", [springs_and_cloth, soft_box])
+def rigid_bodies(b):
+    b.add_rigid_box((0.2, 0.1, 0.15), mass=1.0, position=(0.0, 0.06, 0.0),
+                    orientation=(0.98, 0.1, 0.15, 0.05), velocity=(0.3, -0.5, 0.1),
+                    angular_velocity=(1.0, -2.0, 0.5))
+    b.add_rigid_sphere(0.1, 1, density=500.0, position=(0.5, 0.11, 0.0),
+                       velocity=(0.0, -1.0, 0.4))
+    b.add_body_force(0, (0.5, 0.0, 0.2), point=(0.1, 0.05, 0.0), frames=[0, 1])
+
+
+def scatters(model) -> list[Scatter]:
+    """Every Scatter of the model's systems and force models (their serial flags say which
+    path each loop compiled)."""
+    owners = list(model.systems) + list(model.forces) + [model.particles]
+    return [v for o in owners if o is not None for v in vars(o).values()
+            if isinstance(v, Scatter)]
+
+
+@pytest.mark.parametrize("add", [springs_and_cloth, soft_box, rigid_bodies])
 def test_parallel_paths_match_serial(add, monkeypatch):
     results = []
     for work_ns in (runtime.SERIAL_WORK_NS, 0.0):  # default (serial here), then parallel
@@ -37,17 +57,37 @@ def test_parallel_paths_match_serial(add, monkeypatch):
         # rounding differences between the paths are not amplified
         b = gs.ModelBuilder(contact_kd=2.0, contact_kf=2.0)
         add(b)
-        sim = gs.Simulation(b.finalize(), frames=5, substeps=16)
-        serial = sim.model.particles.serial
-        x = sim.forward()["particles"]
-        w = np.random.default_rng(1).standard_normal(x.shape)
-        sim.backward({"particles": w})
+        model = b.finalize()
+        sim = gs.Simulation(model, frames=5, substeps=16)
+        flags = [s.serial for s in scatters(model)]
+        gathered = [s.gathered for s in scatters(model)]
+        out = sim.forward()
+        grads_in = {k: np.random.default_rng(1).standard_normal(v.shape)
+                    for k, v in out.items() if not k.endswith("_velocity")}
+        sim.backward(grads_in)
         names = [n for n in sim.params.names() if n != "external_force"]
-        results.append((x, {n: sim.param_grad(n) for n in names}, serial))
-    (xs, gs_, serial_a), (xp, gp, serial_b) = results
-    assert serial_a and not serial_b  # the two runs did take different paths
-    assert xs[:, :, 1].min() < 0.02  # the ground is touched
-    np.testing.assert_allclose(xp, xs, rtol=0, atol=1e-12)
+        results.append((out, {n: sim.param_grad(n) for n in names}, flags, gathered, model))
+    (xs, gs_, flags_s, gath_s, model), (xp, gp, flags_p, gath_p, _) = results
+    # every loop of every model did take the other path (not only the integrator's)
+    assert all(flags_s) and not any(flags_p) and not any(gath_s)
+    kinds = {type(f).__name__ for f in model.forces}
+    kinds |= {type(s).__name__ for s in model.systems}
+    expected = {springs_and_cloth: {"Springs", "ClothTriangles", "Bending", "Aerodynamics"},
+                soft_box: {"TetFEM"}, rigid_bodies: {"RigidBodySystem"}}[add]
+    assert expected <= kinds
+    # the models with hand-written adjoints gather in parallel (atomic-free)
+    assert any(gath_p) == (add is not rigid_bodies)
+    for name in xs:
+        assert name in xp
+        if not name.endswith("_velocity"):
+            assert xs[name][:, :, 1].min() < 0.02  # the ground is touched
+        np.testing.assert_allclose(xp[name], xs[name], rtol=0, atol=1e-12, err_msg=name)
     for name, g in gs_.items():
         scale = max(np.abs(g).max(), 1e-30)
         np.testing.assert_allclose(gp[name], g, rtol=0, atol=1e-10 * scale, err_msg=name)
+
+
+def test_every_registered_force_model_is_covered():
+    covered = {"Springs", "ClothTriangles", "Bending", "Aerodynamics", "TetFEM"}
+    missing = {cls.__name__ for cls in force_models().values()} - covered
+    assert not missing, f"add a scene with {missing} to test_parallel_paths_match_serial"

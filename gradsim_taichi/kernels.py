@@ -1,4 +1,5 @@
-"""Fast launches of the kernels a time loop calls thousands of times.
+"""Kernel launching: fast launches of the kernels a time loop calls thousands of times,
+and kernels with hand-written adjoints (:class:`WithAdjoint`).
 
 A Taichi kernel call costs ~25 us of Python work before the kernel runs (argument
 mapping, template lookup, compile-cache lookup), more than many of a substep's kernels
@@ -74,16 +75,28 @@ class Launcher:
         return t_kernel, compiled, tuple(full[p] for p in self.template_pos)
 
 
+class WithAdjoint:
+    """``forward(*args)`` when called; ``adjoint(*args)`` as ``.grad(*args)``: a kernel
+    with a hand-written adjoint, callable like a Taichi kernel with ``.grad``. Where
+    Taichi's generated adjoint is slow (atomic adds into shared gradients) or does not
+    compile, a model pairs its forward kernel with an adjoint kernel of the same arguments.
+    """
+
+    def __init__(self, forward, adjoint):
+        self._forward = forward
+        self.grad = adjoint
+
+    def __call__(self, *args):
+        self._forward(*args)
+
+
 class FastKernel:
     """A kernel callable with ``.grad``, both launched through :class:`Launcher`s.
 
     Wraps a bound kernel of a data-oriented object (its ``.grad`` being Taichi's
-    generated adjoint) or a :class:`~gradsim_taichi.solvers.custom_adjoint.WithAdjoint`
-    pair (its hand-written adjoint)."""
+    generated adjoint) or a :class:`WithAdjoint` pair (its hand-written adjoint)."""
 
     def __init__(self, kernel):
-        from gradsim_taichi.solvers.custom_adjoint import WithAdjoint
-
         if isinstance(kernel, WithAdjoint):
             forward, adjoint = kernel._forward, kernel.grad
             self._forward = _launcher(forward)
