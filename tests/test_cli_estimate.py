@@ -116,8 +116,11 @@ def test_kill_9_then_resume_gives_the_uninterrupted_result(tmp_path):
             "16", "--arch", "cpu", "--threads", "1", "--quiet"]
     assert main([*args, "--out", str(tmp_path / "full")]) == 0
     out = tmp_path / "cut"
+    # no offline kernel cache in the process we kill: a killed holder of its lock would
+    # leave the lock behind and silently disable the cache for every later process
+    env = dict(os.environ, TI_OFFLINE_CACHE="0")
     proc = subprocess.Popen([sys.executable, "-m", "gradsim_taichi", *args, "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.time() + 300
     while not (out / "state.pt").exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
