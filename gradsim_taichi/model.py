@@ -105,8 +105,8 @@ class Model:
             raise RuntimeError("add force models before creating a Simulation on this model")
         self.particle_system.add(force_model)
 
-    def check_alive(self) -> None:
-        runtime.check_generation(self._generation, "this Model")
+    def check_alive(self, what: str = "this Model") -> None:
+        runtime.check_generation(self._generation, what)
 
     def allocate(self, rows: int, frames: int) -> ParamSet:
         """Allocate state storage; returns the named parameters (some depend on ``frames``)."""

@@ -96,6 +96,7 @@ class Simulation:
     # ---- parameters ------------------------------------------------------------------
     def set_param(self, name: str, value) -> None:
         """Write a parameter (numpy, torch or scalar, broadcastable to its full shape)."""
+        self._check_alive()
         p = self.params[name]
         if isinstance(value, torch.Tensor):
             value = value.detach().cpu().numpy()
@@ -114,11 +115,16 @@ class Simulation:
 
     def get_param(self, name: str) -> np.ndarray:
         """The current value of a parameter, at its full shape."""
+        self._check_alive()
         return np.array(self.params[name].getter())
 
     def param_grad(self, name: str) -> np.ndarray:
         """dL/d(parameter) from the last :meth:`backward`, at the full shape."""
+        self._check_alive()
         return np.array(self.params[name].grad_getter())
+
+    def _check_alive(self) -> None:
+        self.model.check_alive("this Simulation (and its Model)")
 
     # ---- time loop -------------------------------------------------------------------
     def _run_segment(self, first_frame: int) -> None:
@@ -142,7 +148,7 @@ class Simulation:
     def forward(self) -> dict[str, np.ndarray]:
         """Run the rollout; returns ``{system name: positions [frames + 1, V, 3]}``, plus
         ``{name}_velocity`` for systems that report velocities (particles)."""
-        self.model.check_alive()
+        self._check_alive()
         for first in self._bar(self._segments(), "simulate"):
             self._run_segment(first)
             for k in range(1, self.frames_per_segment + 1):
@@ -159,7 +165,7 @@ class Simulation:
     def backward(self, grad_outputs: dict[str, np.ndarray]) -> None:
         """Back-propagate dL/d(outputs) of the last :meth:`forward`; afterwards
         :meth:`param_grad` gives the gradient of every parameter."""
-        self.model.check_alive()
+        self._check_alive()
         if self.model.ground is not None:
             self.model.ground.zero_grads()
         for system in self.systems:

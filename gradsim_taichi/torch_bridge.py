@@ -71,7 +71,7 @@ def simulate(sim, params: dict | None = None) -> dict[str, torch.Tensor]:
         raise TypeError(f"simulate(sim, params): params must be a dict "
                         f"{{name: tensor}}; got {type(params).__name__} (valid names: "
                         f"{', '.join(sim.params.names())})")
-    sim.model.check_alive()
+    sim._check_alive()
     params = params or {}
     names, values = [], []
     for name, value in params.items():
