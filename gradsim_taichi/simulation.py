@@ -56,28 +56,50 @@ class Simulation:
         rows = self.frames_per_segment * self.substeps + 1
         self.params: ParamSet = model.allocate(rows, self.frames)
         self.systems = model.systems
-        self._warn_if_contact_unstable()
+        self._warn_if_unstable()
         self._run_id = 0  # bumps on every forward; the autograd bridge checks it
         self._buffer_segment = None  # first frame of the segment the buffers hold
 
-    def _warn_if_contact_unstable(self) -> None:
-        """Ground damping and friction are explicit: k dt / m beyond 2 rings and diverges
-        (gradients go wrong first). Say so for the lightest unpinned particle."""
-        ground, particles = self.model.ground, self.model.particles
-        if ground is None or particles is None:
+    def _warn_if_unstable(self) -> None:
+        """Every force is integrated explicitly: a stiffness k on a particle of mass m
+        needs k dt^2 / m well under 2, a damping c needs c dt / m well under 1 (2 for the
+        ground, which acts on one particle); beyond, the motion rings and diverges and the
+        gradients go wrong first. Say which term, for its lightest unpinned particle."""
+        particles = self.model.particles
+        if particles is None:
             return
-        pinned = particles.pinned.to_numpy().astype(bool)
-        masses = particles.mass.to_numpy()[~pinned]
-        if masses.size == 0:
+        mass = particles.mass.to_numpy().astype(np.float64)
+        mass[particles.pinned.to_numpy().astype(bool)] = np.inf  # pinned: never moves
+        free = np.isfinite(mass)
+        if not free.any():
             return
-        m = float(masses.min())
-        for name, k in (("contact_kd", ground.kd[None]), ("contact_kf", ground.kf[None])):
-            ratio = k * self.dt / m
-            if ratio > 1.5:
+        x0 = np.asarray(self.get_param("initial_position"), dtype=np.float64)
+        terms = []
+        ground = self.model.ground
+        if ground is not None:
+            every = np.nonzero(free)[0][:, None]
+            # (the ground acts on one particle: twice the pair limits)
+            terms += [("contact_ke", "stiffness", np.full(len(every), ground.ke[None] / 2), every),
+                      ("contact_kd", "damping", np.full(len(every), ground.kd[None] / 2), every),
+                      ("contact_kf", "damping", np.full(len(every), ground.kf[None] / 2), every)]
+        for force in self.model.forces:
+            if hasattr(force, "stability_terms"):
+                terms += force.stability_terms(x0)
+        for name, kind, values, elements in terms:
+            if len(elements) == 0:
+                continue
+            m = mass[np.asarray(elements)].min(axis=1)
+            ratio = np.asarray(values, dtype=np.float64) * (
+                self.dt ** 2 if kind == "stiffness" else self.dt) / m
+            worst = int(np.argmax(ratio))
+            limit = 1.5 if kind == "stiffness" else 1.0
+            if ratio[worst] > limit:
+                what = "k dt^2 / m" if kind == "stiffness" else "c dt / m"
                 warnings.warn(
-                    f"{name}={k:g} with a {m:.3g} kg particle and dt={self.dt:.3g} s gives "
-                    f"{name} * dt / m = {ratio:.2f}; explicit integration needs well under 2 "
-                    "(ringing, wrong gradients, NaN). Use more substeps or a smaller value.",
+                    f"{name}: a {kind} of {values[worst]:.3g} on a {m[worst]:.3g} kg particle "
+                    f"with dt={self.dt:.3g} s gives {what} = {ratio[worst]:.2f}; explicit "
+                    f"integration needs well under {2 * limit:g} (ringing, wrong gradients, "
+                    "NaN). Use more substeps, a smaller value or heavier particles.",
                     stacklevel=3)
 
     @property

@@ -95,6 +95,14 @@ class Bending(ForceModelBase):
         self.angle = ti.field(real, shape=(1, self.count))
         self.apply = WithAdjoint(self._forces, self._forces_adjoint)
 
+    def stability_terms(self, x0) -> list:
+        """Bending stiffness and damping as forces per unit displacement: ``edge_ke / L^2``
+        (a displacement d turns the hinge by about d / L, its torque acts through L)."""
+        h = self.hinges.to_numpy()
+        length2 = np.maximum(((x0[h[:, 0]] - x0[h[:, 1]]) ** 2).sum(axis=1), 1e-18)
+        return [("edge_ke", "stiffness", self.ke.to_numpy() / length2, h),
+                ("edge_kd", "damping", self.kd.to_numpy() / length2, h)]
+
     def allocate(self, rows: int, frames: int) -> None:
         self.angle = ti.field(runtime.real(), shape=(rows, self.count))
 

@@ -93,6 +93,13 @@ class ClothTriangles(ForceModelBase):
         self.frames = 0
         self.act = None
 
+    def stability_terms(self, x0) -> list:
+        """Membrane stiffness (``tri_ke + tri_ka``, a vertex's stiffness for an
+        in-plane displacement, up to a factor of order one) and damping per triangle."""
+        tris = self.tris.to_numpy()
+        return [("tri_ke + tri_ka", "stiffness", self.ke.to_numpy() + self.ka.to_numpy(), tris),
+                ("tri_kd", "damping", self.kd.to_numpy(), tris)]
+
     def allocate(self, rows: int, frames: int) -> None:
         """Per-frame activations ``[frames, T]`` (zero: the rest shape)."""
         self.frames = frames

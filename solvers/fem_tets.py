@@ -128,6 +128,16 @@ class TetFEM(ForceModelBase):
         self.apply_frame = WithAdjoint(self._forces, self._forces_adjoint)
         self.apply = self.apply_frame
 
+    def stability_terms(self, x0) -> list:
+        """A tet's stiffness and damping per unit displacement of a corner: ``(2 mu +
+        lambda) a`` and ``damping a`` with ``a`` its edge length (force ~ modulus x
+        area x strain = modulus a^2 (d / a))."""
+        edge = 2.04 * np.cbrt(np.abs(self._vol))  # a regular tet of volume V has edge 2.04 V^(1/3)
+        mu, lam = self.mu.to_numpy(), self.lam.to_numpy()
+        return [("tet_mu, tet_lambda", "stiffness", (2 * mu + np.maximum(lam, 0.0)) * edge,
+                 self._tets),
+                ("tet_damping", "damping", self.kd.to_numpy() * edge, self._tets)]
+
     # ---- storage and parameters --------------------------------------------------------
     def allocate(self, rows: int, frames: int) -> None:
         """Per-frame activations ``[frames, T]`` (zero)."""

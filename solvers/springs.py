@@ -50,6 +50,13 @@ class Springs(ForceModelBase):
         """Bytes of per-substep values kept for the adjoint (the lengths)."""
         return self.lengths.shape[0] * self.count * 2 * np.dtype(runtime.np_dtype()).itemsize
 
+    def stability_terms(self, x0) -> list:
+        """``(name, "stiffness" | "damping", value per spring, ends)`` for the explicit
+        stability check (see :meth:`Simulation._warn_if_unstable`)."""
+        ends = self.ends.to_numpy()
+        return [("spring_stiffness", "stiffness", self.ke.to_numpy(), ends),
+                ("spring_damping", "damping", self.kd.to_numpy(), ends)]
+
     # No kernel here is differentiated by Taichi (the adjoints are hand-written), so two
     # top-level loops per kernel are fine. The dynamic inner loops accumulate scalars only.
 
