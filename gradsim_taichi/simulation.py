@@ -61,10 +61,13 @@ class Simulation:
         self._buffer_segment = None  # first frame of the segment the buffers hold
 
     def _warn_if_unstable(self) -> None:
-        """Every force is integrated explicitly: a stiffness k on a particle of mass m
-        needs k dt^2 / m well under 2, a damping c needs c dt / m well under 1 (2 for the
-        ground, which acts on one particle); beyond, the motion rings and diverges and the
-        gradients go wrong first. Say which term, for its lightest unpinned particle."""
+        """Every force is integrated explicitly: between two particles of mass m a
+        stiffness k is stable up to k dt^2 / m = 2 and a damping c up to c dt / m = 1 (twice
+        that for the ground, which acts on one particle); beyond, the motion rings and
+        diverges, the gradients going wrong first. Warn, naming the term, at 3/4 of the
+        stiffness limit and at the damping limit, for the term's lightest unpinned
+        particle (each force model's ``stability_terms`` turns its parameters into forces
+        per unit displacement or velocity, up to factors of order one)."""
         particles = self.model.particles
         if particles is None:
             return
@@ -74,32 +77,35 @@ class Simulation:
         if not free.any():
             return
         x0 = np.asarray(self.get_param("initial_position"), dtype=np.float64)
+        # (name, "stiffness" | "damping", value per element, element particles, limit of
+        # k dt^2 / m or c dt / m): a pair of particles halves the single-particle limits
+        limits = {"stiffness": 1.5, "damping": 1.0}
         terms = []
         ground = self.model.ground
         if ground is not None:
             every = np.nonzero(free)[0][:, None]
-            # (the ground acts on one particle: twice the pair limits)
-            terms += [("contact_ke", "stiffness", np.full(len(every), ground.ke[None] / 2), every),
-                      ("contact_kd", "damping", np.full(len(every), ground.kd[None] / 2), every),
-                      ("contact_kf", "damping", np.full(len(every), ground.kf[None] / 2), every)]
+            terms += [(name, kind, np.full(len(every), value), every, 2 * limits[kind])
+                      for name, kind, value in (("contact_ke", "stiffness", ground.ke[None]),
+                                                ("contact_kd", "damping", ground.kd[None]),
+                                                ("contact_kf", "damping", ground.kf[None]))]
         for force in self.model.forces:
             if hasattr(force, "stability_terms"):
-                terms += force.stability_terms(x0)
-        for name, kind, values, elements in terms:
+                terms += [(*term, limits[term[1]]) for term in force.stability_terms(x0)]
+        for name, kind, values, elements, limit in terms:
             if len(elements) == 0:
                 continue
             m = mass[np.asarray(elements)].min(axis=1)
             ratio = np.asarray(values, dtype=np.float64) * (
                 self.dt ** 2 if kind == "stiffness" else self.dt) / m
             worst = int(np.argmax(ratio))
-            limit = 1.5 if kind == "stiffness" else 1.0
             if ratio[worst] > limit:
                 what = "k dt^2 / m" if kind == "stiffness" else "c dt / m"
                 warnings.warn(
                     f"{name}: a {kind} of {values[worst]:.3g} on a {m[worst]:.3g} kg particle "
-                    f"with dt={self.dt:.3g} s gives {what} = {ratio[worst]:.2f}; explicit "
-                    f"integration needs well under {2 * limit:g} (ringing, wrong gradients, "
-                    "NaN). Use more substeps, a smaller value or heavier particles.",
+                    f"with dt={self.dt:.3g} s gives {what} = {ratio[worst]:.2f}, above "
+                    f"{limit:g}, where explicit integration rings and diverges (wrong "
+                    "gradients first, then NaN). Use more substeps, a smaller value or "
+                    "heavier particles.",
                     stacklevel=3)
 
     @property

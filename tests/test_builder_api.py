@@ -60,6 +60,7 @@ def test_set_masses_and_velocities_reach_the_simulation():
     np.testing.assert_allclose(xs[-1] - xs[0], v * 2e-3 * 2, rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.filterwarnings("ignore:.*where explicit integration rings")  # not its subject
 def test_set_velocities_of_a_cloth_and_a_soft_mesh():
     b = free_builder()
     cloth = b.add_cloth_grid((0.2, 0.2), (2, 2), origin=(0.0, 1.0, 0.0))

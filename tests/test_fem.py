@@ -57,6 +57,7 @@ class Drag:
             f[row, i] += -self.c * self.p.mass[i] * v[row, i]
 
 
+@pytest.mark.filterwarnings("ignore:.*where explicit integration rings")  # not its subject
 def test_invariances_momentum_and_energy_consistency():
     """Rest state, rigid rotations and rigid velocities give no force; internal forces carry
     no net force or torque; forces are minus the gradient of the elastic energy."""

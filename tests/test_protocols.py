@@ -51,6 +51,7 @@ def test_a_system_or_force_model_that_lacks_members_is_rejected_by_name():
         model.add_force(type("NoForce", (), {"params": lambda self: []})())
 
 
+@pytest.mark.filterwarnings("ignore:.*where explicit integration rings")  # not its subject
 def test_learnable_declarations_give_params_and_zero_grads():
     sim = gs.Simulation(scene(), frames=2, substeps=8)
     # declaration order is the parameter order: the same as the hand-written params() had
