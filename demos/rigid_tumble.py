@@ -44,8 +44,7 @@ def build(frames: int, substeps: int = 32):
     b.add_rigid_cone(0.15, 0.35, sections=20, mass=1.0)
     b.add_rigid_cylinder(0.12, 0.35, sections=20, mass=1.0)
     sim = gs.Simulation(b.finalize(), frames=frames, substeps=substeps, fps=60.0)
-    rigid = next(s for s in sim.systems if s.name == "rigid")
-    return sim, [(int(o), np.asarray(f)) for o, f in rigid.meshes]
+    return sim, [(int(m.rows[0]), m.faces) for m in sim.model.rigid_meshes()]
 
 
 def throw(sim, rng: np.random.Generator) -> np.ndarray:

@@ -17,7 +17,10 @@ argument).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+import numpy as np
 
 from gradsim_taichi import runtime
 from gradsim_taichi.params import ParamSet
@@ -63,6 +66,15 @@ def _check_system(system) -> None:
                         f"{', '.join(missing)}")
 
 
+@dataclass(frozen=True)
+class RigidMesh:
+    """A rigid body's render mesh (see :meth:`Model.rigid_meshes`)."""
+
+    rows: np.ndarray
+    faces: np.ndarray
+    vertices: np.ndarray
+
+
 class Model:
     """The systems of a scene (built by ``ModelBuilder.finalize``)."""
 
@@ -93,6 +105,21 @@ class Model:
     @property
     def particle_count(self) -> int:
         return 0 if self.particles is None else self.particles.n
+
+    def rigid_meshes(self) -> list:
+        """Per rigid body, what a renderer needs: ``RigidMesh(rows, faces, vertices)`` with
+        ``rows`` its vertices' rows in the simulation's ``"rigid"`` output, ``faces`` into
+        those rows (local indices) and ``vertices`` the mesh in the body frame (about its
+        geometric centre of mass). Empty without rigid bodies."""
+        rigid = next((s for s in self.systems if s.name == "rigid"), None)
+        if rigid is None:
+            return []
+        local = rigid.vlocal.to_numpy()
+        out = []
+        for offset, faces in rigid.meshes:
+            rows = np.arange(offset, offset + int(faces.max()) + 1)
+            out.append(RigidMesh(rows, faces.copy(), local[rows].astype(np.float64)))
+        return out
 
     @property
     def forces(self) -> list:

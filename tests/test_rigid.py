@@ -327,3 +327,22 @@ def test_torch_reference_matches_engine():
         theirs = leaves[name].grad.numpy()
         np.testing.assert_allclose(sim.param_grad(name), theirs,
                                    atol=1e-8 * np.abs(theirs).max(), err_msg=name)
+
+
+def test_rigid_meshes_give_the_render_rows_faces_and_body_frame_vertices():
+    b = gs.ModelBuilder(ground=False, gravity=(0.0, 0.0, 0.0))
+    b.add_rigid_box((0.4, 0.2, 0.2), mass=1.0, position=(1.0, 2.0, 3.0))
+    b.add_rigid_sphere(0.1, subdivisions=1, mass=1.0, position=(-1.0, 0.5, 0.0))
+    model = b.finalize()
+    meshes = model.rigid_meshes()
+    assert len(meshes) == 2 and meshes[0].rows[0] == 0
+    assert meshes[1].rows[0] == len(meshes[0].rows)
+    sim = gs.Simulation(model, frames=1, substeps=2)
+    first = sim.forward()["rigid"][0]
+    for m, centre in zip(meshes, ([1.0, 2.0, 3.0], [-1.0, 0.5, 0.0])):
+        assert m.faces.max() == len(m.rows) - 1 and m.faces.min() == 0
+        # identity orientation at t=0: world vertices = body-frame vertices + the centre
+        np.testing.assert_allclose(first[m.rows], m.vertices + centre, atol=1e-12)
+    particles_only = gs.ModelBuilder()
+    particles_only.add_particle((0.0, 1.0, 0.0))
+    assert particles_only.finalize().rigid_meshes() == []

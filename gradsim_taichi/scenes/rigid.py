@@ -104,18 +104,14 @@ class RigidMass(Scene):
         return b
 
     def render_parts(self, model):
-        rigid = next(s for s in model.systems if s.name == "rigid")
-        parts = []
-        for offset, faces in rigid.meshes:
-            verts = np.arange(offset, offset + faces.max() + 1)
-            parts.append(RenderPart(Mesh(faces, face_colors=_face_colors(rigid, offset, faces),
-                                         smooth=False), output="rigid", vertex_ids=verts))
+        parts = [RenderPart(Mesh(m.faces, face_colors=_face_colors(m.vertices, m.faces),
+                                 smooth=False), output="rigid", vertex_ids=m.rows)
+                 for m in model.rigid_meshes()]
         return parts + [ground_part()]
 
 
-def _face_colors(rigid, offset, faces):
+def _face_colors(v, faces):
     """Colours from each face's normal in the body frame, so rotation is visible."""
-    v = rigid.vlocal.to_numpy()[offset: offset + faces.max() + 1]
     n = np.cross(v[faces[:, 1]] - v[faces[:, 0]], v[faces[:, 2]] - v[faces[:, 0]])
     n /= np.linalg.norm(n, axis=1, keepdims=True) + 1e-12
     base = np.array([0.75, 0.3, 0.2])
