@@ -12,8 +12,24 @@ import pytest  # noqa: E402
 import gradsim_taichi as gs  # noqa: E402
 
 
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False,
+                     help="also run tests marked slow (or set GRADSIM_SLOW=1)")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "precision(p): run the test under init(precision=p)")
+    config.addinivalue_line("markers", "slow: longer than ~20 s; skipped unless --runslow "
+                                       "or GRADSIM_SLOW=1 (the default run stays short)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow") or os.environ.get("GRADSIM_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: run with --runslow or GRADSIM_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)
