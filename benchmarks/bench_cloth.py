@@ -38,7 +38,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from timing import interleaved_medians  # noqa: E402
+from timing import ARCH, interleaved_medians  # noqa: E402
 from torch_cloth_reference import TorchCloth, scene_from_simulation  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
@@ -112,7 +112,7 @@ def time_cases(sim, ref: TorchCloth, w: np.ndarray, repeats: int) -> dict:
 
 def run(precision: str, cells: int, frames: int, repeats: int, aero: bool,
         torch_threads: int = THREADS) -> list[dict]:
-    gs.init(arch="cpu", threads=THREADS, precision=precision)
+    gs.init(arch=ARCH, threads=THREADS, precision=precision)
     torch.set_num_threads(torch_threads)
     sim = make_simulation(cells, frames, aero)
     ref = TorchCloth(scene_from_simulation(sim), dtype=gs.runtime.torch_dtype())

@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from timing import median_time  # noqa: E402
+from timing import ARCH, median_time  # noqa: E402
 from torch_fem_reference import TorchFEM  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
@@ -88,7 +88,7 @@ def ref_rollout(ref, values, x0, frames):
 
 
 def run_case(kind, precision, frames, repeats):
-    gs.init(arch="cpu", precision=precision, threads=THREADS)
+    gs.init(arch=ARCH, precision=precision, threads=THREADS)
     torch.set_num_threads(THREADS)
     model, sim = build(kind, frames)
     ref, values, x0 = reference_from(model, sim)

@@ -26,7 +26,7 @@ import taichi as ti  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from timing import best_time  # noqa: E402
+from timing import ARCH, best_time  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
 from gradsim_taichi.kernels import FastKernel  # noqa: E402
@@ -77,7 +77,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
-    gs.init(arch="cpu", threads=args.threads)
+    gs.init(arch=ARCH, threads=args.threads)
 
     loops = []
     print(f"serial vs parallel loops, {args.threads} threads (load average "

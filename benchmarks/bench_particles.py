@@ -43,7 +43,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from timing import best_time, interleaved_medians, median_time  # noqa: E402
+from timing import ARCH, best_time, interleaved_medians, median_time  # noqa: E402
 from torch_particles_reference import (  # noqa: E402
     TorchParticles,
     cloth_grid,
@@ -250,7 +250,7 @@ def profile_kernels(sim, repeats: int = 200) -> dict:
 def init(precision: str) -> None:
     import taichi as ti
 
-    gs.init(arch="cpu", threads=THREADS, precision=precision)
+    gs.init(arch=ARCH, threads=THREADS, precision=precision)
     # set_param hands float64 arrays to float32 fields: silence the precision warnings
     ti.set_logging_level(ti.ERROR)
 

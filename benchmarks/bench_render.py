@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import best_time  # noqa: E402
+from timing import ARCH, best_time  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
 
@@ -143,7 +143,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args(argv)
-    gs.init(arch="cpu", precision="f64", threads=a.threads)
+    gs.init(arch=ARCH, precision="f64", threads=a.threads)
     if a.threads:
         torch.set_num_threads(a.threads)
     if a.quick:

@@ -33,7 +33,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from timing import median_time  # noqa: E402
+from timing import ARCH, median_time  # noqa: E402
 from torch_rigid_reference import from_system  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
@@ -140,7 +140,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="short rollouts, fewer repeats")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
     args = parser.parse_args()
-    gs.init(arch="cpu", threads=THREADS, precision="f64")
+    gs.init(arch=ARCH, threads=THREADS, precision="f64")
     torch.set_num_threads(THREADS)
     repeats = 3 if args.quick else 7
     cases = [(1, 2, 16), (64, 1, 16), (1024, 1, 4)] if args.quick else \

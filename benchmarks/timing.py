@@ -1,7 +1,12 @@
-"""Timing shared by the benchmarks."""
+"""Timing shared by the benchmarks, and the arch they run on."""
 
+import os
 import statistics
 import time
+
+# The arch of every benchmark's engine runs: GRADSIM_BENCH_ARCH=cuda on a GPU machine
+# (scripts/gpu_check.sh sets it); the CPU by default.
+ARCH = os.environ.get("GRADSIM_BENCH_ARCH", "cpu")
 
 
 def interleaved_medians(fns: dict, repeats: int) -> dict:

@@ -1,5 +1,5 @@
-"""Shared test setup: every test runs on the CPU in float64 unless marked
-``@pytest.mark.precision("f32")``. Re-initialising Taichi frees all fields, so
+"""Shared test setup: every test runs on ``GRADSIM_TEST_ARCH`` (the CPU by default; see
+``runtime_arch.py``) in float64 unless marked ``@pytest.mark.precision("f32")``. Re-initialising Taichi frees all fields, so
 tests build their models inside the test (or in fixtures of the same scope)."""
 
 import os
@@ -10,6 +10,7 @@ os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
 import pytest  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
+from runtime_arch import TEST_ARCH  # noqa: E402
 
 
 def pytest_addoption(parser):
@@ -19,6 +20,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "precision(p): run the test under init(precision=p)")
+    config.addinivalue_line("markers", "cuda: the smoke subset scripts/gpu_check.sh runs "
+                                       "first on a CUDA machine (-m cuda)")
     config.addinivalue_line("markers", "slow: longer than ~20 s; skipped unless --runslow "
                                        "or GRADSIM_SLOW=1 (the default run stays short)")
 
@@ -38,7 +41,7 @@ def runtime(request):
     want = marker.args[0] if marker else "f64"
     current = gs.info()
     if not current["initialized"] or current.get("precision") != want:
-        gs.init(arch="cpu", precision=want)
+        gs.init(arch=TEST_ARCH, precision=want)
     return gs.info()
 
 

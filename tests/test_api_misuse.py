@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import gradsim_taichi as gs
+from runtime_arch import TEST_ARCH
 
 
 def _sim():
@@ -24,14 +25,14 @@ def test_simulate_wants_a_dict_of_named_tensors():
 
 def test_a_simulation_from_before_a_later_init_says_to_rebuild():
     sim = _sim()
-    gs.init(arch="cpu", precision="f64")
+    gs.init(arch=TEST_ARCH, precision="f64")
     with pytest.raises(RuntimeError, match="built before the last gradsim_taichi.init"):
         gs.simulate(sim, {"mass": torch.tensor(2.0, dtype=torch.float64)})
 
 
 def test_every_simulation_method_after_a_later_init_says_to_rebuild():
     sim = _sim()
-    gs.init(arch="cpu", precision="f64")
+    gs.init(arch=TEST_ARCH, precision="f64")
     for call in (lambda: sim.set_param("mass", 2.0), lambda: sim.get_param("mass"),
                  lambda: sim.param_grad("mass"), sim.forward):
         with pytest.raises(RuntimeError, match="this Simulation .and its Model. was built "

@@ -19,6 +19,7 @@ from torch_particles_reference import (  # noqa: E402
 )
 
 import gradsim_taichi as gs  # noqa: E402
+from runtime_arch import TEST_ARCH  # noqa: E402
 
 
 def tiny_case(precision):
@@ -34,7 +35,7 @@ def tiny_case(precision):
 def case_f64():
     """Built once for the f64 tests (each new Model compiles its kernels again)."""
     if gs.info().get("precision") != "f64":
-        gs.init(arch="cpu", precision="f64")  # what the autouse fixture would do
+        gs.init(arch=TEST_ARCH, precision="f64")  # what the autouse fixture would do
     return tiny_case("f64")
 
 

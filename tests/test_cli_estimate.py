@@ -7,6 +7,7 @@ import pytest
 
 from gradsim_taichi.cli import main
 from gradsim_taichi.render import save_video
+from runtime_arch import TEST_ARCH
 
 SMALL = ["--arch", "cpu", "--frames", "12", "--resolution", "32", "--quiet"]
 
@@ -143,7 +144,7 @@ def test_a_users_target_reports_no_truth_unless_given(tmp_path, capsys):
     from gradsim_taichi.estimation import render_target
     from gradsim_taichi.scenes import make_scene
 
-    gs.init(arch="cpu", precision="f64")
+    gs.init(arch=TEST_ARCH, precision="f64")
     scene = make_scene("rigid-mass", frames=12, width=32, height=32)
     scene.params = {"mass": dataclasses.replace(scene.params["mass"], true=6.0)}
     target = tmp_path / "six_kg.gif"

@@ -30,6 +30,7 @@ def _check_learns(result, iters):
     assert result.final_distance < 0.9 * dists[0], dists + [result.final_distance]
 
 
+@pytest.mark.cuda
 def test_cloth_learns_its_initial_velocity():
     task = make_task("cloth", frames=12, width=32, height=32, resolution=(4, 4))
     result = train(task, iters=3, lr=0.2, seed=0, progress=False)

@@ -18,6 +18,7 @@ from gradsim_taichi.estimation import (
 )
 from gradsim_taichi.render import load_video
 from gradsim_taichi.reports import plot_history, save_compare_videos
+from runtime_arch import TEST_ARCH, cpu_only
 
 
 @pytest.fixture
@@ -69,6 +70,7 @@ def test_resume_reaches_the_same_estimate(scene, tmp_path, optimizer):
                                [h["loss"] for h in full.history], rtol=1e-9)
 
 
+@pytest.mark.cuda
 def test_levenberg_marquardt_recovers_velocity_from_video(scene):
     target = render_target(scene)
     init = {"velocity": np.array([0.6, 0.3, -0.3])}
@@ -227,13 +229,14 @@ def test_coarse_iterations_stay_in_the_basis_then_go_free(scene):
         scene.params["velocity"].basis = None
 
 
+@cpu_only
 @pytest.mark.parametrize("threads", [1, 2])
 def test_the_same_estimation_twice_is_bitwise_equal(threads):
     """With one thread every sum has one order; the README states what two threads give
     (this small scene's loops all run serially, so two threads are bitwise equal too)."""
     import gradsim_taichi as gs
 
-    gs.init(arch="cpu", precision="f64", threads=threads)
+    gs.init(arch=TEST_ARCH, precision="f64", threads=threads)
     try:
         runs = []
         for _ in range(2):
@@ -246,7 +249,7 @@ def test_the_same_estimation_twice_is_bitwise_equal(threads):
         assert h1 == h2
         assert all(np.array_equal(p1[n], p2[n]) for n in p1)
     finally:
-        gs.init(arch="cpu", precision="f64")
+        gs.init(arch=TEST_ARCH, precision="f64")
 
 
 def test_a_converged_run_stops_early_and_says_so(scene):

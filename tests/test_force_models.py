@@ -16,11 +16,12 @@ import taichi as ti
 import gradsim_taichi as gs
 from gradsim_taichi import runtime
 from gradsim_taichi.solvers.registry import FORCE_MODELS, ForceModel, force_models
+from runtime_arch import TEST_ARCH
 
 
 @pytest.fixture(autouse=True)
 def _init():
-    gs.init(arch="cpu", precision="f64", threads=2)
+    gs.init(arch=TEST_ARCH, precision="f64", threads=2)
 
 
 # ---- numpy references ------------------------------------------------------------------
@@ -257,6 +258,7 @@ def build(name, mode, monkeypatch):
 MODES = ["serial", "parallel"]
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", sorted(FORCE_MODELS))
 def test_forward_matches_reference(name, mode, monkeypatch):
@@ -270,6 +272,7 @@ def test_forward_matches_reference(name, mode, monkeypatch):
                                * scale)
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", sorted(FORCE_MODELS))
 def test_adjoint_matches_central_differences(name, mode, monkeypatch):

@@ -7,11 +7,12 @@ import taichi as ti
 
 import gradsim_taichi as gs
 from gradsim_taichi.solvers.ground_contact import GroundParams
+from runtime_arch import TEST_ARCH
 
 
 @pytest.fixture(autouse=True)
 def _init():
-    gs.init(arch="cpu", precision="f64")
+    gs.init(arch=TEST_ARCH, precision="f64")
 
 
 @ti.data_oriented

@@ -8,11 +8,12 @@ import taichi as ti
 import gradsim_taichi as gs
 from gradsim_taichi import runtime
 from gradsim_taichi.kernels import FastKernel, WithAdjoint
+from runtime_arch import TEST_ARCH, cpu_only
 
 
 @pytest.fixture(autouse=True)
 def _init():
-    gs.init(arch="cpu", precision="f64", threads=2)
+    gs.init(arch=TEST_ARCH, precision="f64", threads=2)
 
 
 @ti.data_oriented
@@ -47,6 +48,7 @@ def fields(n, rows=3, seed=0):
     return x, y
 
 
+@pytest.mark.cuda
 def test_fast_kernel_matches_taichi_call_forward_and_generated_adjoint():
     n = 7
     model = Scaled(n)
@@ -94,6 +96,7 @@ def test_fast_kernel_wraps_hand_written_adjoints_and_rejects_other_callables():
         FastKernel(lambda: None)
 
 
+@cpu_only
 def test_serial_policy_by_estimated_work():
     assert runtime.serial(1000)
     assert not runtime.serial(10**7)

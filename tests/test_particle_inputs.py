@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import gradsim_taichi as gs
+from runtime_arch import TEST_ARCH
 
 
 def one_spring():
@@ -77,7 +78,7 @@ def test_bad_parameters_to_simulate():
 
 def test_model_used_after_reinit_is_a_clear_error():
     model = one_spring().finalize()
-    gs.init(arch="cpu", precision="f64")
+    gs.init(arch=TEST_ARCH, precision="f64")
     with pytest.raises(RuntimeError, match="built before the last gradsim_taichi.init"):
         gs.Simulation(model, frames=2)
 

@@ -6,11 +6,12 @@ import pytest
 import gradsim_taichi as gs
 from gradsim_taichi.model import _SYSTEM_MEMBERS, Model, System
 from gradsim_taichi.solvers.registry import ForceModel, force_models
+from runtime_arch import TEST_ARCH
 
 
 @pytest.fixture(autouse=True)
 def _init():
-    gs.init(arch="cpu", precision="f64", threads=1)
+    gs.init(arch=TEST_ARCH, precision="f64", threads=1)
 
 
 def scene():

@@ -105,6 +105,7 @@ def test_full_pipeline_matches_reference():
     _compare_with_reference(args, r.settings)
 
 
+@pytest.mark.cuda
 def test_gradcheck_function():
     H, W = 4, 5
     args = _random_faces(1, 3, H, W, seed=5)

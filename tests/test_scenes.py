@@ -10,6 +10,7 @@ import torch
 from gradsim_taichi.estimation import estimate, render_target
 from gradsim_taichi.render import load_video, save_video
 from gradsim_taichi.scenes import SCENES, make_scene
+from runtime_arch import TEST_ARCH
 
 SMALL = dict(width=32, height=32, frames=12)
 
@@ -184,7 +185,7 @@ def test_building_twice_gives_equal_specs_and_never_mutates_them(name, param, id
 
     scene.build_model()  # as a control task's stepper() does: only builds
     assert all(scene.params[n] is first[n] for n in first)
-    gs.init(arch="cpu", precision="f64")  # frees every field: the scene builds again
+    gs.init(arch=TEST_ARCH, precision="f64")  # frees every field: the scene builds again
     scene.ensure_built()
     for n, spec in scene.params.items():
         assert_same_values(spec, first_values[n])

@@ -9,11 +9,12 @@ import gradsim_taichi as gs
 from gradsim_taichi import runtime
 from gradsim_taichi.solvers.registry import force_models
 from gradsim_taichi.solvers.scatter import Scatter
+from runtime_arch import TEST_ARCH, cpu_only
 
 
 @pytest.fixture(autouse=True)
 def _init():
-    gs.init(arch="cpu", precision="f64", threads=2)
+    gs.init(arch=TEST_ARCH, precision="f64", threads=2)
 
 
 def springs_and_cloth(b):
@@ -48,6 +49,7 @@ def scatters(model) -> list[Scatter]:
             if isinstance(v, Scatter)]
 
 
+@cpu_only
 @pytest.mark.parametrize("add", [springs_and_cloth, soft_box, rigid_bodies])
 def test_parallel_paths_match_serial(add, monkeypatch):
     results = []

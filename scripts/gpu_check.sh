@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The one prepared check for a machine with an NVIDIA GPU (issue 15): install, run the
+# CUDA smoke subset, the whole suite on CUDA, and every benchmark on CUDA, then write one
+# JSON summary. Usage (from the repository root):
+#
+#     bash scripts/gpu_check.sh [OUT_DIR]      # default: $OUT if set, else results/gpu_check
+#
+# Each step has its own time limit and its own log; a failing step is recorded and the
+# next one still runs, so a single run tells everything. Exit code: 0 if every step
+# passed, 1 otherwise (on a machine without CUDA it stops after the info step).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export TI_SKIP_VERSION_CHECK=ON ENABLE_TAICHI_HEADER_PRINT=0 TI_ENABLE_PYBUF=0
+OUT_DIR=${1:-${OUT:-results/gpu_check}}
+mkdir -p "$OUT_DIR"
+PY=${PYTHON:-python3}
+
+step_names=()
+step_rcs=()
+step_secs=()
+run_step() {  # run_step NAME LIMIT_S COMMAND...
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  echo "== $name (limit ${limit}s)"
+  timeout "$limit" "$@" >"$OUT_DIR/$name.log" 2>&1
+  local rc=$?
+  step_names+=("$name")
+  step_rcs+=("$rc")
+  step_secs+=("$((SECONDS - t0))")
+  echo "   rc=$rc in $((SECONDS - t0)) s; last lines:"
+  tail -n 3 "$OUT_DIR/$name.log" | sed 's/^/   /'
+}
+
+# 1. install: the CUDA build of torch comes from the index the machine has (nothing is
+#    pinned to the CPU wheel here)
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+run_step install 900 bash -c '.venv/bin/python -m pip install -q --upgrade pip &&
+  .venv/bin/python -m pip install -q -e ".[test]"'
+run_step info 120 .venv/bin/python -c '
+import json, torch, gradsim_taichi as gs
+gs.init(arch="cuda")
+i = gs.info(); i["torch_cuda"] = torch.cuda.is_available()
+i["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+print(json.dumps(i, default=str))
+assert i["arch"] == "cuda", "Taichi did not start on CUDA"'
+
+if [ "${step_rcs[-1]}" -ne 0 ]; then
+  echo "no CUDA for Taichi here (see $OUT_DIR/info.log): tests and benchmarks skipped"
+  step_names+=(tests_and_benchmarks) step_rcs+=(1) step_secs+=(0)
+  echo skipped >"$OUT_DIR/tests_and_benchmarks.log"
+else
+export GRADSIM_TEST_ARCH=cuda GRADSIM_BENCH_ARCH=cuda
+# 2. the smoke subset first (fast to read when something is wrong), then everything
+run_step tests_cuda_smoke 900 .venv/bin/python -m pytest -q -m cuda -x --junitxml="$OUT_DIR/smoke.xml"
+run_step tests_cuda_all 1800 .venv/bin/python -m pytest -q -n 4 --junitxml="$OUT_DIR/all.xml"
+
+# 3. every benchmark on CUDA, f64 and f32 where the benchmark has both
+for b in particles cloth fem rigid render launch; do
+  run_step "bench_$b" 900 .venv/bin/python "benchmarks/bench_$b.py" --json "$OUT_DIR/bench_$b.json"
+done
+run_step profile_estimation 900 .venv/bin/python benchmarks/profile_estimation.py \
+  --iters 3 --json "$OUT_DIR/profile_estimation.json"
+fi
+
+# 4. one JSON summary: each step's exit code and seconds, the info line, benchmark JSONs
+names=$(IFS=,; echo "${step_names[*]}")
+rcs=$(IFS=,; echo "${step_rcs[*]}")
+secs=$(IFS=,; echo "${step_secs[*]}")
+"$PY" - "$OUT_DIR" "$names" "$rcs" "$secs" <<'EOF'
+import json, pathlib, sys
+out, names, rcs, secs = pathlib.Path(sys.argv[1]), *[a.split(",") for a in sys.argv[2:]]
+steps = {n: {"rc": int(r), "seconds": int(s)} for n, r, s in zip(names, rcs, secs)}
+info = [line for line in (out / "info.log").read_text(errors="replace").splitlines()
+        if line.startswith("{")]
+summary = {"steps": steps, "info": json.loads(info[-1]) if info else None, "benchmarks": {}}
+for p in sorted(out.glob("*.json")):
+    if p.name != "summary.json":
+        try:
+            summary["benchmarks"][p.stem] = json.loads(p.read_text())
+        except ValueError as e:
+            summary["benchmarks"][p.stem] = f"unreadable: {e}"
+(out / "summary.json").write_text(json.dumps(summary, indent=1))
+print(json.dumps(steps, indent=1))
+EOF
+for rc in "${step_rcs[@]}"; do [ "$rc" -eq 0 ] || exit 1; done
+exit 0
