@@ -23,6 +23,7 @@ from gradsim_taichi.checks import (
     per_item,
     per_row3,
     placement_rotation,
+    stable_default,
 )
 
 _PIN_SETS = ("corners", "top_corners", "bottom_corners", "top", "bottom", "left", "right",
@@ -73,8 +74,8 @@ class ClothBuilderMixin:
     # ---- public ----------------------------------------------------------------------
     def add_cloth_grid(self, size=(1.0, 1.0), resolution=(16, 16), origin=(0.0, 0.0, 0.0),
                        plane: str = "xz", mass=None, density=None, pinned=None,
-                       velocity=(0.0, 0.0, 0.0), tri_ke=100.0, tri_ka=100.0, tri_kd=10.0,
-                       edge_ke=100.0, edge_kd=0.0, lift=None, drag=None,
+                       velocity=(0.0, 0.0, 0.0), tri_ke=None, tri_ka=None, tri_kd=None,
+                       edge_ke=None, edge_kd=0.0, lift=None, drag=None,
                        alternate_diagonals: bool = False) -> Cloth:
         """Add a rectangular cloth (see :func:`gradsim_taichi.meshes.cloth_grid`).
 
@@ -91,8 +92,14 @@ class ClothBuilderMixin:
                 or local vertex indices; or a bool mask [N].
             velocity: initial velocity (3,) or [N, 3] [m/s].
             tri_ke, tri_ka, tri_kd: membrane stretch / area stiffness and area damping,
-                scalars or per triangle [T] (the reference's defaults).
+                scalars or per triangle [T].
             edge_ke, edge_kd: bending stiffness and damping, scalars or per hinge [H].
+                Unset (None) stiffness and damping terms get the reference's values
+                (tri_ke = tri_ka = 100, tri_kd = 10, edge_ke = 100) or, where this
+                cloth's lightest free particle is too light for them, the largest values
+                that stay well inside explicit stability at 16 substeps of 60 fps
+                (``gradsim_taichi.checks.stable_default``): a light cloth gets a soft,
+                lightly damped membrane rather than a NaN. Give values to fix them.
             lift, drag: aerodynamic coefficients; giving either turns aerodynamics on.
                 They are global: all cloths share them (conflicting values raise).
             alternate_diagonals: alternate the cell diagonals (symmetric response).
@@ -107,8 +114,8 @@ class ClothBuilderMixin:
 
     def add_cloth_mesh(self, vertices, triangles, origin=(0.0, 0.0, 0.0), scale=1.0,
                        orientation=None, mass=None, density=None, pinned=None,
-                       velocity=(0.0, 0.0, 0.0), tri_ke=100.0, tri_ka=100.0, tri_kd=10.0,
-                       edge_ke=100.0, edge_kd=0.0, lift=None, drag=None,
+                       velocity=(0.0, 0.0, 0.0), tri_ke=None, tri_ka=None, tri_kd=None,
+                       edge_ke=None, edge_kd=0.0, lift=None, drag=None,
                        rotation=None) -> Cloth:
         """Add cloth from a triangle mesh: vertices [N, 3] placed at
         ``origin + scale * R @ vertex`` (``orientation``: a quaternion ``(w, x, y, z)`` or
@@ -222,11 +229,22 @@ class ClothBuilderMixin:
                 raise ValueError(f"vertex {int(np.argmin(masses))} belongs to no triangle")
         else:
             masses = per_item("mass", mass, n, positive=True)
+        free = np.where(pin_mask, np.inf, masses)
+        # a displacement moves a triangle's vertex against tri_ke + tri_ka together
+        tri_ke, tri_ka = (stable_default("stiffness", 100.0, free, per_unit=2.0)
+                          if value is None else value for value in (tri_ke, tri_ka))
+        if tri_kd is None:
+            tri_kd = stable_default("damping", 10.0, free)
         ke = per_item("tri_ke", tri_ke, nt, nonnegative=True)
         ka = per_item("tri_ka", tri_ka, nt, positive=True)
         kd = per_item("tri_kd", tri_kd, nt, nonnegative=True)
         local_hinges = mesh_hinges(tris)
         nh = len(local_hinges)
+        if edge_ke is None:
+            # Bending.stability_terms: edge_ke / L^2 per unit displacement, L the hinge edge
+            edge = x[local_hinges[:, 0]] - x[local_hinges[:, 1]] if nh else np.ones((1, 3))
+            shortest2 = float((edge ** 2).sum(axis=1).min())
+            edge_ke = stable_default("stiffness", 100.0, free, per_unit=1.0 / shortest2)
         eke = per_item("edge_ke", edge_ke, nh, nonnegative=True)
         ekd = per_item("edge_kd", edge_kd, nh, nonnegative=True)
         st = self._cloth_state()

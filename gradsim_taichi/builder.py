@@ -18,6 +18,7 @@ from gradsim_taichi.checks import (
     check_shape,
     per_item,
     per_row3,
+    stable_default,
 )
 from gradsim_taichi.model import Model
 
@@ -31,6 +32,13 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
         particle_radius: contact radius of every particle [m].
         contact_ke, contact_kd, contact_kf, contact_mu: the ground's penalty contact
             parameters (normal stiffness, normal damping, friction stiffness, Coulomb mu).
+            Unset (None) ``contact_ke`` and ``contact_kf`` are 1e3 or, where the lightest
+            free particle is too light for that, the largest values well inside explicit
+            stability at 16 substeps of 60 fps (``checks.stable_default``); an unset
+            ``contact_kd`` damps the lightest particle's bounce at half the critical
+            damping (0 without particles: elastic). All are decided at ``finalize()``.
+            Rigid bodies share these parameters: give them for scenes of bodies, or that
+            mix bodies and light particles.
         contact_damping_depth: penetration [m] over which the normal damping ramps in.
         contact_elastic_width: penetration [m] over which the elastic force blends in
             (both keep the contact force smooth at first touch; see
@@ -43,9 +51,9 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
         ground: bool = True,
         ground_height: float = 0.0,
         particle_radius: float = 0.01,
-        contact_ke: float = 1e3,
-        contact_kd: float = 0.0,
-        contact_kf: float = 1e3,
+        contact_ke: float | None = None,
+        contact_kd: float | None = None,
+        contact_kf: float | None = None,
         contact_mu: float = 0.5,
         contact_damping_depth: float = 1e-3,
         contact_elastic_width: float = 1e-4,
@@ -214,6 +222,17 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
                 self.contact[key] = float(per_item(f"contact_{key}", value, 1,
                                                    nonnegative=True)[0])
 
+    def _default_contact(self) -> dict:
+        """The contact parameters left unset (see the class docstring), for the particles
+        added so far."""
+        free = np.where(self._pinned, np.inf, self._m)
+        ke = self.contact.get("ke", stable_default("stiffness", 1e3, free, ground=True))
+        kf = stable_default("damping", 1e3, free, ground=True)
+        kd = 0.0
+        if np.isfinite(free).any():  # half of critical damping, 2 sqrt(ke m), at most
+            kd = stable_default("damping", float(np.sqrt(ke * free.min())), free, ground=True)
+        return dict(ke=ke, kd=kd, kf=kf)
+
     # ---- result ------------------------------------------------------------------------
     def finalize(self) -> Model:
         """Build the Taichi-backed :class:`Model` (needs ``gradsim_taichi.init`` or uses
@@ -235,8 +254,10 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
             springs = tuple(np.concatenate(parts) for parts in zip(*self._springs))
         ground = None
         if self.ground:
+            contact = self._default_contact()
+            contact.update(self.contact)
             ground = dict(height=self.ground_height, radius=self.particle_radius,
-                          **self.contact_smoothing, **self.contact)
+                          **self.contact_smoothing, **contact)
         return Model(particles, springs=springs, ground=ground,
                      force_factories=self._force_factories,
                      system_factories=self._system_factories)

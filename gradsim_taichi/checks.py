@@ -163,3 +163,31 @@ def placement_rotation(orientation, rotation, where: str) -> np.ndarray:
     if orientation is None:
         return np.eye(3)
     return rotation_matrix(check_orientation(orientation))
+
+
+# ---- explicit stability ----------------------------------------------------------------
+# Every force is integrated explicitly. Between two particles of mass m a stiffness k is
+# stable up to k dt^2 / m = 2 and a damping c up to c dt / m = 1 (twice that for the ground,
+# which acts on one particle). The engine warns at these ratios (3/4 of the stiffness
+# limit); the builder's automatic defaults stay at a fraction of them.
+STABILITY_LIMITS = {"stiffness": 1.5, "damping": 1.0}
+# The step the automatic defaults are stable at: 16 substeps of a 60 fps frame (fewer
+# substeps than any preset uses; Simulation's default is 32).
+DEFAULT_STEP = 1.0 / (60.0 * 16)
+
+
+def stable_default(kind: str, reference: float, mass, per_unit: float = 1.0,
+                   ground: bool = False) -> float:
+    """A stiffness or damping the user left unset: ``reference`` (the usual value), or less
+    where the lightest free particle ``min(mass)`` is too light for it: a third of the
+    explicit stiffness limit, a quarter of the damping limit, at :data:`DEFAULT_STEP`.
+    ``per_unit`` converts the parameter into a force per unit displacement (velocity)
+    (e.g. ``1 / L^2`` for a hinge); ``ground``: the term acts on one particle."""
+    mass = np.asarray(mass, dtype=np.float64)
+    mass = mass[np.isfinite(mass)]
+    if mass.size == 0:
+        return float(reference)
+    share = 1.0 / 3.0 if kind == "stiffness" else 0.25
+    limit = STABILITY_LIMITS[kind] * (2.0 if ground else 1.0)
+    step = DEFAULT_STEP ** 2 if kind == "stiffness" else DEFAULT_STEP
+    return float(min(reference, share * limit * mass.min() / step / per_unit))

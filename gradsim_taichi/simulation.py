@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from gradsim_taichi.checks import STABILITY_LIMITS
 from gradsim_taichi.model import Model
 from gradsim_taichi.params import ParamSet
 
@@ -79,7 +80,7 @@ class Simulation:
         x0 = np.asarray(self.get_param("initial_position"), dtype=np.float64)
         # (name, "stiffness" | "damping", value per element, element particles, limit of
         # k dt^2 / m or c dt / m): a pair of particles halves the single-particle limits
-        limits = {"stiffness": 1.5, "damping": 1.0}
+        limits = STABILITY_LIMITS
         terms = []
         ground = self.model.ground
         if ground is not None:
