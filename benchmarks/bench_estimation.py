@@ -11,9 +11,10 @@ twice, interleaved:
 
 - ``ours``: as the engine runs it;
 - ``reference``: the engine as before the speed-ups: every rollout simulates the whole
-  video even when a horizon stage compares only its first frames, and
+  video even when a horizon stage compares only its first frames;
   Levenberg-Marquardt builds its Jacobian from central differences (two simulations per
-  unknown, not one).
+  unknown, not one); the renderer's backward pass visits every face, the static ground
+  and backdrop included.
 
 Both must reach the same estimate (printed: the largest relative difference); the ratio
 is reference / ours.
@@ -30,6 +31,7 @@ import numpy as np
 import gradsim_taichi as gs
 from gradsim_taichi import estimation
 from gradsim_taichi.optimisers import LevenbergMarquardt, fd_jacobian
+from gradsim_taichi.render import rasterizer
 from gradsim_taichi.scenes import make_scene
 from gradsim_taichi.scenes.base import Scene
 
@@ -42,8 +44,9 @@ PRESETS = ("rigid-mass", "rigid-contact", "fem-beam", "fem-ball", "cloth-velocit
 @contextlib.contextmanager
 def reference_engine():
     """Every rollout simulates every frame (then drops the frames not asked for); LM's
-    Jacobian from central differences."""
+    Jacobian from central differences; no face skipped in the render's backward pass."""
     simulate, jacobian = Scene.simulate, LevenbergMarquardt.jacobian
+    raster = rasterizer.SoftRasterFunction
 
     def full(self, values, frames=None):
         out = simulate(self, values)
@@ -54,11 +57,18 @@ def reference_engine():
         self._set(x)
         return jac
 
+    class EveryFace:
+        @staticmethod
+        def apply(*args):
+            return raster.apply(*args[:9])
+
     Scene.simulate, LevenbergMarquardt.jacobian = full, central
+    rasterizer.SoftRasterFunction = EveryFace
     try:
         yield
     finally:
         Scene.simulate, LevenbergMarquardt.jacobian = simulate, jacobian
+        rasterizer.SoftRasterFunction = raster
 
 
 def run(scene, target, seed):
