@@ -300,7 +300,8 @@ class _Fit:
         # coarse stage: projectors onto each basis (orthonormal columns), anchored at the
         # values the stage starts from
         dtype = runtime.torch_dtype()
-        self.bases = {n: torch.as_tensor(s.basis, dtype=dtype) for n, s in self.specs.items()
+        self.bases = {n: torch.as_tensor(s.basis, dtype=dtype, device=runtime.torch_device())
+                      for n, s in self.specs.items()
                       if s.basis is not None and stages.coarse_iters > 0}
         if self.bases and optimizer == "lm":
             raise ValueError(f"coarse_iters with optimizer 'lm': {', '.join(self.bases)} "
@@ -461,7 +462,8 @@ class _Fit:
 
 
 def _to_param(spec, value) -> torch.Tensor:
-    v = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=runtime.torch_dtype())
+    v = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=runtime.torch_dtype(),
+                        device=runtime.torch_device())
     return (torch.log(v) if spec.positive else v).detach().clone().requires_grad_(True)
 
 
@@ -509,7 +511,8 @@ def write_outputs(out_dir, scene: Scene, result: EstimationResult, target,
     dtype = runtime.torch_dtype()
     with torch.no_grad():
         video, initial = (scene.render(scene.simulate(
-            {n: torch.as_tensor(v, dtype=dtype) for n, v in values.items()}))
+            {n: torch.as_tensor(v, dtype=dtype, device=runtime.torch_device())
+             for n, v in values.items()}))
             for values in (result.params, result.init))
         pixels = target if result.settings.get("supervision") != "3d" else render_target(scene)
     mp4, gif = save_compare_videos(out_dir, pixels, video, fps=scene.fps, initial=initial)

@@ -52,7 +52,7 @@ def check_target(scene, target, supervision: str) -> torch.Tensor:
     3D supervision) against the scene; errors say what does not fit."""
     if not isinstance(target, torch.Tensor):
         target = torch.as_tensor(np.asarray(target))
-    target = target.to(runtime.torch_dtype())
+    target = target.to(dtype=runtime.torch_dtype(), device=runtime.torch_device())
     if supervision == "3d":
         want = (scene.frames + 1, sum(p.mesh.faces.max().item() + 1 for p in scene.parts
                                       if p.static_vertices is None), 3)
@@ -165,4 +165,4 @@ def _blur_matrix(n: int, sigma: float, dtype) -> torch.Tensor:
     m = np.zeros((n, n))
     for i in range(n):
         np.add.at(m[i], np.clip(i + offsets, 0, n - 1), weights)
-    return torch.as_tensor(m, dtype=dtype)
+    return torch.as_tensor(m, dtype=dtype, device=runtime.torch_device())

@@ -176,8 +176,9 @@ class Scene:
         self.renderer = SoftRasterizer(self.camera, [p.mesh for p in self.parts],
                                        sigma=self.sigma, gamma=self.gamma,
                                        threshold=self.threshold,
-                                       background=torch.tensor(self.background,
-                                                               dtype=runtime.torch_dtype()))
+                                       background=torch.tensor(
+                                           self.background, dtype=runtime.torch_dtype(),
+                                           device=runtime.torch_device()))
         self._generation = runtime.generation()
 
     def _with_derived(self, derived: dict) -> dict:
@@ -212,10 +213,10 @@ class Scene:
     def vertices(self, outputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """Per render part, vertex positions ``[F + 1, V_k, 3]``."""
         out = []
-        dtype = runtime.torch_dtype()
+        dtype, device = runtime.torch_dtype(), runtime.torch_device()
         for part in self.parts:
             if part.static_vertices is not None:
-                out.append(torch.as_tensor(part.static_vertices, dtype=dtype))
+                out.append(torch.as_tensor(part.static_vertices, dtype=dtype, device=device))
             else:
                 x = outputs[part.output]
                 out.append(x if part.vertex_ids is None else x[:, torch.as_tensor(part.vertex_ids)])
@@ -247,9 +248,9 @@ class Scene:
         return names
 
     def true_values(self, names) -> dict[str, torch.Tensor]:
-        dtype = runtime.torch_dtype()
+        dtype, device = runtime.torch_dtype(), runtime.torch_device()
         return {n: torch.as_tensor(np.asarray(self.params[n].true, dtype=np.float64),
-                                   dtype=dtype) for n in names}
+                                   dtype=dtype, device=device) for n in names}
 
 
 def ramp_colors(rest: np.ndarray, base, strength: float = 0.3) -> np.ndarray:
