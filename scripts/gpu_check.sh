@@ -72,7 +72,7 @@ else
 export GRADSIM_TEST_ARCH=cuda GRADSIM_BENCH_ARCH=cuda
 # 2. the smoke subset first (fast to read when something is wrong), then everything
 if [ "$QUICK" = 1 ]; then
-  run_step tests_cuda_smoke 240 "${PYTEST[@]}" -m cuda --junitxml="$OUT_DIR/smoke.xml"
+  run_step tests_cuda_smoke 200 "${PYTEST[@]}" -m cuda --junitxml="$OUT_DIR/smoke.xml"
 else
   run_step tests_cuda_smoke 900 "${PYTEST[@]}" -m cuda -x --junitxml="$OUT_DIR/smoke.xml"
   run_step tests_cuda_all 1800 "${PYTEST[@]}" -n 4 --junitxml="$OUT_DIR/all.xml"
@@ -81,10 +81,10 @@ fi
 # 3. every benchmark on CUDA, f64 and f32 where the benchmark has both
 if [ "$QUICK" = 1 ]; then
   for b in particles rigid render; do
-    run_step "bench_$b" 75 "$PY" "$REPO/benchmarks/bench_$b.py" --quick \
+    run_step "bench_$b" 60 "$PY" "$REPO/benchmarks/bench_$b.py" --quick \
       --json "$OUT_DIR/bench_$b.json"
   done
-  run_step profile_estimation 120 "$PY" "$REPO/benchmarks/profile_estimation.py" \
+  run_step profile_estimation 100 "$PY" "$REPO/benchmarks/profile_estimation.py" \
     --scenes rigid-mass --iters 2 --json "$OUT_DIR/profile_estimation.json"
 else
   for b in particles cloth fem rigid render launch; do
