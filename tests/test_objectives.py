@@ -1,0 +1,138 @@
+"""The objectives: every loss against float64 central finite differences and its
+analytic limits; target masks from a mask video and from a background plate; frame
+ranges, first contact, the restarts' spread."""
+
+import numpy as np
+import pytest
+import torch
+
+from gradsim_taichi import objectives as O
+
+
+def _pair(seed=0, shape=(2, 5, 6)):
+    g = torch.Generator().manual_seed(seed)
+    pred = torch.rand(*shape, 4, generator=g, dtype=torch.float64)
+    target = torch.rand(*shape, 4, generator=g, dtype=torch.float64)
+    target[..., 3] = (target[..., 3] > 0.5).double()  # a binary target mask
+    return pred, target
+
+
+@pytest.mark.parametrize("name", list(O.LOSSES))
+def test_every_loss_gradient_matches_central_differences(name):
+    loss = O.LOSSES[name]
+    pred, target = _pair()
+    # residuals both below and above the robust loss's scale
+    pred[0, 0, :3, :3] = target[0, 0, :3, :3] + 1e-3
+    pred.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda p: loss(p, target), (pred,), eps=1e-6,
+                                    atol=1e-8, rtol=1e-6)
+
+
+def test_robust_is_quadratic_below_its_scale_and_linear_above():
+    eps = O.ROBUST_EPS
+    zero = torch.zeros(1, dtype=torch.float64)
+    small = torch.full((1,), 1e-6 * eps, dtype=torch.float64)
+    large = torch.full((1,), 1e3 * eps, dtype=torch.float64)
+    assert O.robust(small, zero).item() == pytest.approx(small.item() ** 2 / (2 * eps),
+                                                         rel=1e-9)
+    assert O.robust(large, zero).item() == pytest.approx(large.item() - eps, rel=1e-6)
+    # no cancellation: a tiny residual still has a positive loss
+    assert O.robust(torch.full((1,), 1e-12, dtype=torch.float64), zero).item() > 0
+
+
+def test_silhouette_is_zero_for_equal_masks_one_for_disjoint_and_ignores_colour():
+    pred, target = _pair(1)
+    same = target.clone()
+    same[..., :3] = 1 - same[..., :3]  # other colours, same mask
+    assert O.silhouette(same, target).item() == pytest.approx(0.0, abs=1e-9)
+    apart = target.clone()
+    apart[..., 3] = 1 - target[..., 3]
+    assert O.silhouette(apart, target).item() == pytest.approx(1.0, abs=1e-6)
+    # half of a frame's object covered: IoU 1/2
+    m = torch.zeros(1, 4, 4, 4, dtype=torch.float64)
+    m[0, :2, :, 3] = 1
+    half = m.clone()
+    half[0, 1, :, 3] = 0
+    assert O.silhouette(half, m).item() == pytest.approx(0.5, abs=1e-6)
+
+
+def test_masked_compares_colours_only_inside_the_mask():
+    pred, target = _pair(2)
+    pred[..., 3] = target[..., 3]  # outlines agree: only colours count
+    outside = target[..., 3] == 0
+    changed = pred.clone()
+    changed[..., :3][outside] = 0.123  # colours outside the mask do not matter
+    assert O.masked(changed, target).item() == pytest.approx(O.masked(pred, target).item(),
+                                                             rel=1e-12)
+    inside = target[..., 3:4]
+    want = (((pred[..., :3] - target[..., :3]) ** 2) * inside).sum() / (3 * inside.sum())
+    assert O.masked(pred, target).item() == pytest.approx(want.item(), rel=1e-9)
+
+
+def test_get_loss_names_the_choices():
+    assert O.get_loss("robust") is O.robust
+    with pytest.raises(ValueError, match="silhouette"):
+        O.get_loss("l7")
+    assert O.needs_mask(O.masked) and not O.needs_mask(O.mse)
+
+
+# ---- masks ----------------------------------------------------------------------------
+def test_mask_from_video_any_channel_above_half():
+    video = torch.zeros(2, 3, 3, 3)
+    video[0, 0, 0, 2] = 0.6
+    video[1, 2, 2, 0] = 0.4
+    m = O.mask_from_video(video)
+    assert m.shape == (2, 3, 3) and m.sum() == 1 and m[0, 0, 0] == 1
+
+
+def test_mask_from_plate_keys_and_cleans_up():
+    plate = torch.full((8, 8, 3), 0.5, dtype=torch.float64)
+    frames = plate[None].repeat(1, 1, 1, 1).clone()
+    frames[0, 2:6, 2:6] = 0.9  # the object
+    frames[0, 0, 7] = 0.9  # a speck
+    frames[0, 1, 1] += 0.05  # below the threshold
+    m = O.mask_from_plate(frames, plate)
+    assert m[0, 2:6, 2:6].all() and m[0, 0, 7] == 1 and m.sum() == 17
+    clean = O.mask_from_plate(frames, plate, cleanup=1)
+    assert clean[0, 2:6, 2:6].all() and clean.sum() == 16
+    with pytest.raises(ValueError, match="plate is 4x8 pixels; the target video is 8x8"):
+        O.mask_from_plate(frames, plate[:, :4])
+
+
+def test_check_mask_names_the_mismatch():
+    class S:
+        name, frames, width, height = "s", 3, 8, 6
+    with pytest.raises(ValueError, match="has 3 frames"):
+        O.check_mask(S(), torch.zeros(3, 6, 8))
+    with pytest.raises(ValueError, match="is 6x8 pixels"):
+        O.check_mask(S(), torch.zeros(4, 8, 6))
+    assert O.check_mask(S(), torch.ones(4, 6, 8)).shape == (4, 6, 8)
+
+
+# ---- frames, contact, spread ----------------------------------------------------------
+def test_frame_range_limits_every_stage():
+    st = O.Stages(20, warmup=[(2, 3), (2, 12)], frame_range=(5, 15), frame_stride=2)
+    assert st.all_ids.tolist() == [5, 7, 9, 11, 13, 15]
+    assert st.horizons == [(2, 12)]  # (2, 3) selects no frame of the range: dropped
+    assert st.frame_ids(0).tolist() == [5, 7, 9, 11] and st.frame_ids(2)[-1] == 15
+    for bad in [(5, 5), (3, 21), (-1, 4), "1:2"]:
+        with pytest.raises(ValueError, match="frame range"):
+            O.Stages(20, frame_range=bad)
+
+
+def test_first_contact():
+    y = torch.tensor([1.0, 0.6, 0.3, 0.05, 0.0], dtype=torch.float64)
+    pos = torch.zeros(5, 2, 3, dtype=torch.float64)
+    pos[:, 0, 1] = y
+    pos[:, 1, 1] = y + 0.2
+    pos[:, 1, 0] = 1.0  # extent at frame 0: sqrt(1 + 0.04)
+    assert O.first_contact(pos, 0.0) == 4  # tol ~0.0102 < 0.05
+    assert O.first_contact(pos, 0.0, tol=0.1) == 3
+    assert O.first_contact(pos, -1.0) is None
+
+
+def test_relative_spread():
+    assert O.relative_spread([4.0, 4.0, 4.0]) == 0.0
+    assert O.relative_spread([4.0, 4.4]) == pytest.approx(0.4 / 4.2)
+    assert O.relative_spread([np.array([1.0, 2.0]), np.array([1.0, 2.3])]) == \
+        pytest.approx(0.3 / 1.575)
