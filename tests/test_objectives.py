@@ -136,3 +136,44 @@ def test_relative_spread():
     assert O.relative_spread([4.0, 4.4]) == pytest.approx(0.4 / 4.2)
     assert O.relative_spread([np.array([1.0, 2.0]), np.array([1.0, 2.3])]) == \
         pytest.approx(0.3 / 1.575)
+
+
+# ---- on a rendered clip ---------------------------------------------------------------
+def test_mask_from_a_background_plate_is_the_true_coverage_within_a_pixel():
+    """Render the rigid-mass clip with and without the body: keying against the empty
+    stage gives the body's coverage (more than half a pixel covered), except at pixels
+    within one pixel of its outline."""
+    from gradsim_taichi.estimation import render_target, render_target_mask
+    from gradsim_taichi.scenes import make_scene
+
+    scene = make_scene("rigid-mass", frames=6, width=32, height=32)
+    scene.build()
+    frames = render_target(scene)[..., :3]
+    plate = scene.render_backdrop()[..., :3]
+    assert plate.shape == (32, 32, 3)
+    truth = render_target_mask(scene)
+    keyed = O.mask_from_plate(frames, plate)
+    assert truth.sum() > 7 * 40  # the body is in view in every frame
+
+    def pool(m):
+        return torch.nn.functional.max_pool2d(m[:, None], 3, 1, 1)[:, 0]
+
+    edge = pool(truth) - (1 - pool(1 - truth))  # within one pixel of the outline
+    wrong = keyed != truth
+    assert wrong.any() == (wrong & (edge > 0)).any()  # every disagreement at an edge
+    assert (wrong & (edge == 0)).sum() == 0
+    assert wrong.sum() < 0.5 * (edge > 0).sum()  # not the whole edge band
+
+
+def test_object_coverage_excludes_the_stage():
+    from gradsim_taichi.estimation import render_target
+    from gradsim_taichi.scenes import make_scene
+
+    scene = make_scene("rigid-mass", frames=2, width=16, height=16)
+    scene.build()
+    full = render_target(scene)
+    with torch.no_grad():
+        cov = scene.render(scene.simulate(scene.true_values(scene.params)), coverage=True)
+    assert torch.equal(cov[..., :3], full[..., :3])
+    assert (full[..., 3] > 0.99).double().mean() > 0.9  # the stage covers the image
+    assert cov[..., 3].min() < 1e-6 and cov[..., 3].max() > 0.99
