@@ -123,6 +123,7 @@ class Scene:
     coarse_iters: int = 0  # first iterations within each ParamSpec.basis; see estimate()
     blur: float = 0.0  # Gaussian blur (pixels) of both videos before the loss; see estimate()
     summary = ""  # one line for the CLI help
+    shapes = ()  # the body shapes a preset offers (its ``shape`` field; CLI --shape)
 
     # ---- to implement in presets ------------------------------------------------------
     def build_model(self):
