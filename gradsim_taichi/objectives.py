@@ -38,10 +38,12 @@ ROBUST_EPS = 1e-2
 # soft IoU: added to intersection and union, so a frame where neither video shows the
 # object costs nothing (and nothing divides by zero); in pixels
 IOU_SMOOTH = 1e-6
-# weight of the silhouette term in the "masked" loss: the outline keeps the object from
-# leaving the mask, the colours inside it locate it finely; a binary mask's outline is
-# only good to a pixel, so it is the smaller term near the answer
-MASKED_SILHOUETTE_WEIGHT = 0.1
+# weight of the silhouette term in the "masked" loss (see masked_loss). 0 by default:
+# measured on rigid-mass (64 px, a soft shadow the model cannot draw, the true binary
+# mask), the colours inside the mask alone recover the mass to 1e-14 from 2 and from
+# 12 kg, while a silhouette weight of 1e-3 already costs 1e-4 (0.1: 5e-4): a binary
+# mask's outline is only good to a pixel, so its soft IoU is best slightly off the truth
+MASKED_SILHOUETTE_WEIGHT = 0.0
 
 
 def mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -71,14 +73,30 @@ def silhouette(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return (1.0 - (inter + IOU_SMOOTH) / (union + IOU_SMOOTH)).mean()
 
 
-def masked(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def masked(pred: torch.Tensor, target: torch.Tensor,
+           silhouette_weight: float | None = None) -> torch.Tensor:
     """RGB mean squared error over the target mask's pixels (weighted by the mask, per
-    channel), plus :data:`MASKED_SILHOUETTE_WEIGHT` times :func:`silhouette`: the backdrop (shadows, occlusion, bounce light
-    that the model cannot draw) does not count, the object's outline does."""
+    channel), plus ``silhouette_weight`` (default :data:`MASKED_SILHOUETTE_WEIGHT`)
+    times :func:`silhouette`: the backdrop (shadows, occlusion, bounce light that the
+    model cannot draw) does not count; with a weight, the outline does too."""
+    weight = MASKED_SILHOUETTE_WEIGHT if silhouette_weight is None else silhouette_weight
     m = target[..., 3:4]
     sq = ((pred[..., :3] - target[..., :3]) ** 2 * m).sum()
     inside = sq / (3.0 * m.sum()).clamp_min(1.0)
-    return inside + MASKED_SILHOUETTE_WEIGHT * silhouette(pred, target)
+    return inside + weight * silhouette(pred, target) if weight else inside
+
+
+def masked_loss(silhouette_weight: float):
+    """The ``"masked"`` loss with its own silhouette weight (>= 0), for ``estimate(loss=)``."""
+    if not (isinstance(silhouette_weight, (int, float)) and math.isfinite(silhouette_weight)
+            and silhouette_weight >= 0):
+        raise ValueError(f"silhouette weight must be a number >= 0; got {silhouette_weight!r}")
+
+    def loss(pred, target):
+        return masked(pred, target, float(silhouette_weight))
+
+    loss.__name__, loss.needs_mask = "masked", True
+    return loss
 
 
 for _loss in (silhouette, masked):

@@ -191,6 +191,8 @@ def test_compare_video_runs_at_the_scene_rate_with_four_labelled_panels(tmp_path
         (["--key-threshold", "0.2"], "--key-threshold goes with --background-plate"),
         (["--mask", "/nonexistent/mask.gif"], "--mask: video not found"),
         (["--loss", "silhouette", "--supervision", "3d"], "not with --supervision 3d"),
+        (["--silhouette-weight", "0.1"], "--silhouette-weight goes with --loss masked"),
+        (["--loss", "masked", "--silhouette-weight", "-1"], "must be a number >= 0"),
     ],
 )
 def test_bad_own_video_arguments_exit_2_with_a_message(extra, message, capsys, tmp_path):

@@ -17,9 +17,9 @@ def _pair(seed=0, shape=(2, 5, 6)):
     return pred, target
 
 
-@pytest.mark.parametrize("name", list(O.LOSSES))
+@pytest.mark.parametrize("name", [*O.LOSSES, "masked+silhouette"])
 def test_every_loss_gradient_matches_central_differences(name):
-    loss = O.LOSSES[name]
+    loss = O.masked_loss(0.3) if name == "masked+silhouette" else O.LOSSES[name]
     pred, target = _pair()
     # residuals both below and above the robust loss's scale
     pred[0, 0, :3, :3] = target[0, 0, :3, :3] + 1e-3
@@ -67,6 +67,14 @@ def test_masked_compares_colours_only_inside_the_mask():
     inside = target[..., 3:4]
     want = (((pred[..., :3] - target[..., :3]) ** 2) * inside).sum() / (3 * inside.sum())
     assert O.masked(pred, target).item() == pytest.approx(want.item(), rel=1e-9)
+    # with a silhouette weight, the outline counts as well
+    off = pred.clone()
+    off[..., 3] = 1 - target[..., 3]
+    plus = O.masked_loss(0.5)
+    assert plus.needs_mask and plus.__name__ == "masked"
+    assert plus(off, target).item() == pytest.approx(want.item() + 0.5, abs=1e-6)
+    with pytest.raises(ValueError, match="silhouette weight"):
+        O.masked_loss(-1)
 
 
 def test_get_loss_names_the_choices():
