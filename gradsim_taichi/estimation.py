@@ -43,6 +43,10 @@ from gradsim_taichi.uncertainty import local_uncertainty
 # L-BFGS step whose line search failed moves nothing once, then restarts its memory and
 # moves again unless it is at the minimum)
 CONVERGED_PATIENCE = 2
+# stage_contact: a change of an estimate after the pre-contact stage, relative, above
+# which the run warns that the contact frames pull it away (the presets' own targets,
+# with a 3-iteration stage, move by at most ~1e-4)
+CONTACT_PULL_TOL = 1e-3
 
 __all__ = ["estimate", "render_target", "check_target", "blur_frames", "write_report",
            "EstimationResult", "EstimationError"]
@@ -306,6 +310,8 @@ def estimate(
         stages.stage_of(max(run.iterations, 1) - 1) if run.iterations else
         {"first_frame": int(stages.all_ids[0]), "last_frame": int(stages.all_ids[-1])},
         end_iteration=run.iterations, params=_plain_values(result.params))]
+    if stage_contact and contact_note is None and len(result.stages) > 1:
+        result.warnings += _contact_pull(result.stages[0], result.stages[-1])
     if uncertainty:
         result.uncertainty = local_uncertainty(fit)
         result.warnings += result.uncertainty.get("warnings", [])
@@ -351,6 +357,24 @@ def _contact_stage(scene, names, init, iters, warmup, frame_range):
         return warmup, (f"stage_contact: the first contact (frame {contact} at the initial "
                         f"guess) leaves too few frames before it; no pre-contact stage")
     return [(int(iters), last)] + list(warmup), None
+
+
+def _contact_pull(flight: dict, final: dict) -> list:
+    """A warning when the estimate moved beyond :data:`CONTACT_PULL_TOL` between the end
+    of the pre-contact stage and the end of the run."""
+    out = []
+    for n, before in flight["params"].items():
+        b, a = np.asarray(before, dtype=np.float64), np.asarray(final["params"][n])
+        moved = float(np.abs(a - b).max() / max(float(np.abs(b).mean()), 1e-12))
+        if moved > CONTACT_PULL_TOL:
+            out.append(
+                f"'{n}' moved by {moved:.2e} (relative) after the pre-contact stage "
+                f"({_short(b)} -> {_short(a)}): the frames with contact pull it away, so "
+                f"the contact model may not match the video (or the stage did not "
+                f"converge); frames {flight['first_frame']}..{flight['last_frame']} alone "
+                f"(--frame-range {flight['first_frame']}:{flight['last_frame']}) fit the "
+                "flight only")
+    return out
 
 
 def _plain_values(params: dict) -> dict:

@@ -164,6 +164,9 @@ def check_target(scene, target, supervision: str) -> torch.Tensor:
 # background plate by more than this ([0, 1] pixels). Above compression noise and the
 # plate's own noise (a few 1/255), below the contrast of an object against its backdrop.
 KEY_THRESHOLD = 0.1
+# mask_from_plate(shadows=True): a pixel darker than the plate by the same factor in
+# every channel (within this much) is a shadow on the backdrop, not the object
+SHADOW_CHROMA_TOL = 0.05
 
 
 def mask_from_video(video) -> torch.Tensor:
@@ -178,15 +181,17 @@ def mask_from_video(video) -> torch.Tensor:
 
 
 def mask_from_plate(frames, plate, threshold: float = KEY_THRESHOLD,
-                    cleanup: int = 0) -> torch.Tensor:
+                    cleanup: int = 0, shadows: bool = False) -> torch.Tensor:
     """A target mask ``[F, H, W]`` (0 or 1) by difference keying: a pixel of ``frames``
     ``[F, H, W, C]`` is the object where any RGB channel differs from the background
     ``plate`` ``[H, W, C]`` (the same camera without the objects) by more than
     ``threshold`` (:data:`KEY_THRESHOLD`). ``cleanup`` > 0: a morphological opening then
     closing with a ``(2 cleanup + 1)``-pixel square removes specks and fills pinholes
     (it also removes object parts thinner than that). Shadows the objects cast on the
-    backdrop count as object: keep them out of the plate's difference with a higher
-    threshold, or give a mask video instead."""
+    backdrop differ from the plate too: ``shadows=True`` leaves out pixels that are the
+    plate darkened by one factor in every channel (the factors within
+    :data:`SHADOW_CHROMA_TOL`; an object of the backdrop's own hue, darker, is then lost
+    too), or give a mask video."""
     frames = torch.as_tensor(frames).to(runtime.torch_dtype())
     plate = torch.as_tensor(plate).to(runtime.torch_dtype())
     if plate.ndim == 4 and plate.shape[0] == 1:
@@ -202,7 +207,12 @@ def mask_from_plate(frames, plate, threshold: float = KEY_THRESHOLD,
     if int(cleanup) != cleanup or cleanup < 0:
         raise ValueError(f"cleanup must be an integer >= 0 (pixels); got {cleanup!r}")
     diff = (frames[..., :3] - plate[None, ..., :3]).abs().amax(-1)
-    mask = (diff > threshold).to(frames.dtype)
+    keyed = diff > threshold
+    if shadows:
+        ratio = frames[..., :3] / plate[None, ..., :3].clamp_min(1e-3)
+        keyed &= ~((ratio.amax(-1) < 1.0)
+                   & (ratio.amax(-1) - ratio.amin(-1) < SHADOW_CHROMA_TOL))
+    mask = keyed.to(frames.dtype)
     if cleanup:
         k = 2 * int(cleanup) + 1
 

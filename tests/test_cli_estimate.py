@@ -188,7 +188,7 @@ def test_compare_video_runs_at_the_scene_rate_with_four_labelled_panels(tmp_path
         (["--frame-range", "0:40"], "frame range must be (first, last)"),
         (["--restarts", "0"], "--restarts must be a positive integer"),
         (["--mask", "m.gif", "--background-plate", "p.png"], "not both"),
-        (["--key-threshold", "0.2"], "--key-threshold goes with --background-plate"),
+        (["--key-threshold", "0.2"], "--key-threshold and --ignore-shadows go with"),
         (["--mask", "/nonexistent/mask.gif"], "--mask: video not found"),
         (["--loss", "silhouette", "--supervision", "3d"], "not with --supervision 3d"),
         (["--silhouette-weight", "0.1"], "--silhouette-weight goes with --loss masked"),

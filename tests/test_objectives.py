@@ -107,6 +107,18 @@ def test_mask_from_plate_keys_and_cleans_up():
         O.mask_from_plate(frames, plate[:, :4])
 
 
+def test_mask_from_plate_can_leave_out_shadows():
+    """A shadow darkens the plate by one factor in every channel; the object has its own
+    hue. Keyed plainly both count; with shadows=True only the object does."""
+    plate = torch.tensor([0.55, 0.6, 0.55], dtype=torch.float64).expand(6, 6, 3)
+    frames = plate[None].clone()
+    frames[0, 1:3, 1:3] = torch.tensor([0.7, 0.3, 0.2], dtype=torch.float64)  # object
+    frames[0, 4:6, 1:5] *= 0.5  # its shadow
+    assert O.mask_from_plate(frames, plate).sum() == 4 + 8
+    m = O.mask_from_plate(frames, plate, shadows=True)
+    assert m.sum() == 4 and m[0, 1:3, 1:3].all()
+
+
 def test_check_mask_names_the_mismatch():
     class S:
         name, frames, width, height = "s", 3, 8, 6

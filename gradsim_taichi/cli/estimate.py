@@ -61,6 +61,9 @@ def add_estimate_parser(sub, help_line: str) -> None:
     p.add_argument("--key-threshold", type=float, default=None,
                    help=f"difference keying threshold in [0, 1] pixel units (default "
                         f"{KEY_THRESHOLD})")
+    p.add_argument("--ignore-shadows", action="store_true",
+                   help="with --background-plate: pixels that are the plate darkened by one "
+                        "factor in every channel are shadows, not the object")
     p.add_argument("--frame-range", default=None, metavar="A:B",
                    help="fit only frames A..B (inclusive; frame 0 is the initial state; "
                         "the simulation still starts there)")
@@ -96,8 +99,8 @@ def cmd_estimate(args) -> int:
                        f"{args.stage_contact}")
     if args.mask and args.background_plate:
         raise CLIError("give --mask or --background-plate, not both")
-    if args.key_threshold is not None and not args.background_plate:
-        raise CLIError("--key-threshold goes with --background-plate")
+    if (args.key_threshold is not None or args.ignore_shadows) and not args.background_plate:
+        raise CLIError("--key-threshold and --ignore-shadows go with --background-plate")
     loss = args.loss or ("masked" if args.mask or args.background_plate else "mse")
     loss_fn = loss
     if args.silhouette_weight is not None:
@@ -251,7 +254,8 @@ def _target_mask(source, target, args, loss, scene, render_target_mask):
                            f"{target.shape[0]} frames of {target.shape[2]}x{target.shape[1]}")
         return mask_from_video(source)
     threshold = KEY_THRESHOLD if args.key_threshold is None else args.key_threshold
-    return mask_from_plate(target[..., :3], source[0].to(target.dtype), threshold)
+    return mask_from_plate(target[..., :3], source[0].to(target.dtype), threshold,
+                           shadows=args.ignore_shadows)
 
 
 def _parse_truth(items, names) -> dict:
