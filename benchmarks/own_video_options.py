@@ -22,8 +22,9 @@ import time
 
 
 def backdrop_cases(target, mask, plate):
-    from gradsim_taichi.objectives import mask_from_plate
+    from gradsim_taichi.objectives import erode_mask, mask_from_plate
 
+    keyed = mask_from_plate(target, plate, shadows=True)
     return {
         "mse": {},
         "robust": dict(loss="robust"),
@@ -31,8 +32,8 @@ def backdrop_cases(target, mask, plate):
         "masked, true mask": dict(loss="masked", mask=mask),
         "masked, keyed 0.1": dict(loss="masked", mask=mask_from_plate(target, plate, 0.1)),
         "masked, keyed 0.3": dict(loss="masked", mask=mask_from_plate(target, plate, 0.3)),
-        "masked, keyed, shadows": dict(loss="masked", mask=mask_from_plate(target, plate,
-                                                                          shadows=True)),
+        "masked, keyed, shadows": dict(loss="masked", mask=keyed),
+        "masked, keyed, shadows, eroded 1": dict(loss="masked", mask=erode_mask(keyed, 1)),
     }
 
 

@@ -306,12 +306,13 @@ def estimate(
     if contact_note:
         result.warnings.append(contact_note)
     result.loss = fit.final_loss()
-    result.stages = fit.stage_log + [dict(
-        stages.stage_of(max(run.iterations, 1) - 1) if run.iterations else
-        {"first_frame": int(stages.all_ids[0]), "last_frame": int(stages.all_ids[-1])},
-        end_iteration=run.iterations, params=_plain_values(result.params))]
-    if stage_contact and contact_note is None and len(result.stages) > 1:
-        result.warnings += _contact_pull(result.stages[0], result.stages[-1])
+    result.stages = fit.stage_log + [dict(stages.stage_of(max(run.iterations - 1, 0)),
+                                          end_iteration=run.iterations,
+                                          params=_plain_values(result.params))]
+    flight = next((s for s in fit.stage_log if stage_contact and contact_note is None
+                   and s["end_iteration"] == stage_contact), None)
+    if flight is not None:
+        result.warnings += _contact_pull(flight, result.stages[-1])
     if uncertainty:
         result.uncertainty = local_uncertainty(fit)
         result.warnings += result.uncertainty.get("warnings", [])

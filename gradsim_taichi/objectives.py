@@ -214,16 +214,26 @@ def mask_from_plate(frames, plate, threshold: float = KEY_THRESHOLD,
                    & (ratio.amax(-1) - ratio.amin(-1) < SHADOW_CHROMA_TOL))
     mask = keyed.to(frames.dtype)
     if cleanup:
-        k = 2 * int(cleanup) + 1
-
         def dilate(m):
-            return torch.nn.functional.max_pool2d(m[:, None], k, 1, k // 2)[:, 0]
+            return 1.0 - erode_mask(1.0 - m, int(cleanup))
 
-        def erode(m):
-            return 1.0 - dilate(1.0 - m)
-
-        mask = erode(dilate(dilate(erode(mask))))  # opening, then closing
+        mask = erode_mask(dilate(dilate(erode_mask(mask, int(cleanup)))), int(cleanup))
+        # (an opening, erode then dilate; then a closing, dilate then erode)
     return mask
+
+
+def erode_mask(mask: torch.Tensor, pixels: int) -> torch.Tensor:
+    """``mask`` ``[F, H, W]`` shrunk by ``pixels`` (a square neighbourhood): the pixels
+    whose every neighbour within that distance is the object. Edge pixels mix the
+    object's colour with the backdrop's (and its shadows); an eroded mask keeps the
+    ``"masked"`` loss on pure object colour. 0: unchanged."""
+    if int(pixels) != pixels or pixels < 0:
+        raise ValueError(f"mask erosion must be an integer >= 0 (pixels); got {pixels!r}")
+    if pixels == 0:
+        return mask
+    k = 2 * int(pixels) + 1
+    pooled = torch.nn.functional.max_pool2d((1.0 - mask)[:, None], k, 1, k // 2)[:, 0]
+    return 1.0 - pooled
 
 
 def check_mask(scene, mask) -> torch.Tensor:

@@ -192,6 +192,8 @@ def test_compare_video_runs_at_the_scene_rate_with_four_labelled_panels(tmp_path
         (["--mask", "/nonexistent/mask.gif"], "--mask: video not found"),
         (["--loss", "silhouette", "--supervision", "3d"], "not with --supervision 3d"),
         (["--silhouette-weight", "0.1"], "--silhouette-weight goes with --loss masked"),
+        (["--mask-erode", "1"], "--loss mse does not use a mask"),
+        (["--loss", "masked", "--mask-erode", "-1"], "mask erosion must be an integer"),
         (["--loss", "masked", "--silhouette-weight", "-1"], "must be a number >= 0"),
     ],
 )

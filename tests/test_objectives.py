@@ -119,6 +119,16 @@ def test_mask_from_plate_can_leave_out_shadows():
     assert m.sum() == 4 and m[0, 1:3, 1:3].all()
 
 
+def test_erode_mask_keeps_pixels_whose_whole_neighbourhood_is_object():
+    m = torch.zeros(1, 8, 8, dtype=torch.float64)
+    m[0, 1:6, 2:7] = 1  # 5 x 5
+    e = O.erode_mask(m, 1)
+    assert e.sum() == 9 and e[0, 2:5, 3:6].all()
+    assert O.erode_mask(m, 2).sum() == 1 and torch.equal(O.erode_mask(m, 0), m)
+    with pytest.raises(ValueError, match="mask erosion"):
+        O.erode_mask(m, -1)
+
+
 def test_check_mask_names_the_mismatch():
     class S:
         name, frames, width, height = "s", 3, 8, 6

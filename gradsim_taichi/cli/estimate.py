@@ -64,6 +64,10 @@ def add_estimate_parser(sub, help_line: str) -> None:
     p.add_argument("--ignore-shadows", action="store_true",
                    help="with --background-plate: pixels that are the plate darkened by one "
                         "factor in every channel are shadows, not the object")
+    p.add_argument("--mask-erode", type=int, default=0, metavar="N",
+                   help="shrink the target mask by N pixels: --loss masked then compares "
+                        "only pure object colour (edge pixels mix in the backdrop and its "
+                        "shadows)")
     p.add_argument("--frame-range", default=None, metavar="A:B",
                    help="fit only frames A..B (inclusive; frame 0 is the initial state; "
                         "the simulation still starts there)")
@@ -145,7 +149,8 @@ def cmd_estimate(args) -> int:
                         width=scene.width, height=scene.height,
                         shape=getattr(scene, "shape", None), mask=args.mask,
                         background_plate=args.background_plate,
-                        silhouette_weight=args.silhouette_weight)
+                        silhouette_weight=args.silhouette_weight,
+                        mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows)
         scene.ensure_built()
         if target_video is None:
             target = render_target(scene, args.supervision)
@@ -230,15 +235,17 @@ def _target_mask(source, target, args, loss, scene, render_target_mask):
     from gradsim_taichi.objectives import (
         KEY_THRESHOLD,
         LOSSES,
+        erode_mask,
         mask_from_plate,
         mask_from_video,
         needs_mask,
     )
 
     if not needs_mask(LOSSES[loss]):
-        if source is not None:
+        if source is not None or args.mask_erode:
             raise CLIError(f"--loss {loss} does not use a mask; drop --mask / "
-                           "--background-plate or use --loss masked or silhouette")
+                           "--background-plate / --mask-erode or use --loss masked or "
+                           "silhouette")
         return None
     if args.supervision == "3d":
         raise CLIError(f"--loss {loss} compares images; not with --supervision 3d")
@@ -246,16 +253,16 @@ def _target_mask(source, target, args, loss, scene, render_target_mask):
         if args.target is not None:
             raise CLIError(f"--loss {loss} needs the object's mask in the target: give "
                            "--mask VIDEO or --background-plate IMAGE")
-        return render_target_mask(scene)
+        return erode_mask(render_target_mask(scene), args.mask_erode)
     if args.mask:
         if source.shape[0] != target.shape[0] or source.shape[1:3] != target.shape[1:3]:
             raise CLIError(f"--mask {args.mask}: {source.shape[0]} frames of "
                            f"{source.shape[2]}x{source.shape[1]} pixels; the target has "
                            f"{target.shape[0]} frames of {target.shape[2]}x{target.shape[1]}")
-        return mask_from_video(source)
+        return erode_mask(mask_from_video(source), args.mask_erode)
     threshold = KEY_THRESHOLD if args.key_threshold is None else args.key_threshold
-    return mask_from_plate(target[..., :3], source[0].to(target.dtype), threshold,
-                           shadows=args.ignore_shadows)
+    return erode_mask(mask_from_plate(target[..., :3], source[0].to(target.dtype), threshold,
+                                      shadows=args.ignore_shadows), args.mask_erode)
 
 
 def _parse_truth(items, names) -> dict:
