@@ -701,6 +701,11 @@ def write_report(path, scene: Scene, result: EstimationResult, settings: dict | 
     spread = (result.uncertainty or {}).get("params", {})
     for n, est in result.params.items():
         entry = {"init": jsonable(result.init[n]), "estimate": jsonable(est), **spread.get(n, {})}
+        if n in result.spread:  # the restarts' estimates, next to the local interval
+            runs = np.array([np.asarray(r["params"][n], dtype=np.float64)
+                             for r in result.restarts if n in r["params"]])
+            entry["restarts_spread"] = result.spread[n]
+            entry["restarts_range"] = [jsonable(runs.min(axis=0)), jsonable(runs.max(axis=0))]
         if n in result.true:
             entry["true"] = jsonable(result.true[n])
             entry.update(errors[n])
