@@ -79,22 +79,13 @@ def add_scene_args(p) -> None:
 def make_preset(args, names=()):
     """The preset ``args.scene`` with the overrides of :func:`add_scene_args`, checked, and
     ``names`` checked against its parameters."""
-    from gradsim_taichi.scenes import SCENES, make_scene
+    from gradsim_taichi.scenes import make_preset as make
 
-    if args.scene not in SCENES:
-        raise CLIError(f"unknown scene {args.scene!r}; choose one of: {', '.join(SCENES)}")
-    overrides = {}
-    if args.frames is not None:
-        if args.frames < 1:
-            raise CLIError(f"--frames must be a positive integer; got {args.frames}")
-        overrides["frames"] = args.frames
-    if args.resolution is not None:
-        if args.resolution < 8 or args.resolution % 2:
-            raise CLIError(f"--resolution must be an even number >= 8; got {args.resolution}")
-        overrides["width"] = overrides["height"] = args.resolution
-    scene = make_scene(args.scene, **overrides)
     try:
+        scene = make(args.scene, frames=args.frames, resolution=args.resolution)
         scene.check_params(names)
     except KeyError as e:
         raise CLIError(e.args[0]) from None
+    except ValueError as e:
+        raise CLIError(f"--{e}") from None
     return scene

@@ -49,10 +49,7 @@ def add_estimate_parser(sub, help_line: str) -> None:
 
 
 def cmd_estimate(args) -> int:
-    import torch
-
-    from gradsim_taichi.errors import EstimationError
-    from gradsim_taichi.estimation import estimate, render_target, write_outputs
+    from gradsim_taichi.estimation import estimate_into
 
     check_run_args(args)
     if args.frame_stride < 1:
@@ -85,25 +82,19 @@ def cmd_estimate(args) -> int:
         settings = dict(scene=args.scene, target=args.target, true=truth,
                         frames=scene.frames, substeps=scene.substeps, fps=scene.fps,
                         width=scene.width, height=scene.height)
-        scene.ensure_built()
-        if target_video is None:
-            target = render_target(scene, args.supervision)
-        else:
-            target = target_video.to(torch.float64)
-        status = 0
         try:
-            result = estimate(scene, target, params=names, iters=args.iters, lr=args.lr,
-                              optimizer=args.optimizer, frame_stride=args.frame_stride,
-                              blur=args.blur,
-                              supervision=args.supervision, seed=args.seed, out_dir=out,
-                              resume=args.resume, progress=not args.quiet,
-                              true=truth if args.target is not None else None)
+            result, paths, stop = estimate_into(
+                out, scene, target_video, settings, supervision=args.supervision,
+                params=names, iters=args.iters, lr=args.lr, optimizer=args.optimizer,
+                frame_stride=args.frame_stride, blur=args.blur, seed=args.seed,
+                resume=args.resume, progress=not args.quiet,
+                true=truth if args.target is not None else None)
         except ValueError as e:
             raise CLIError(str(e)) from None
-        except EstimationError as e:
-            print(f"gradsim-taichi: {e}")
-            result, status = e.result, 3
-        paths = write_outputs(out, scene, result, target, settings)
+        status = 0
+        if stop is not None:
+            print(f"gradsim-taichi: {stop}")
+            status = 3
         for warning in result.warnings:
             print(f"gradsim-taichi: warning: {warning}")
         errors = result.errors()
