@@ -5,7 +5,8 @@ process (``--workers 1``), on Ray with one worker, and on Ray with two.
 
 Prints items per minute for each (Ray's start-up timed apart), and the per-item overhead
 of the Ray path against the in-process one: (Ray, 1 worker - in process) / items, both
-including Taichi's initialisation and kernel compilation once per worker.
+including Taichi's initialisation and kernel compilation once per worker; torch on one
+thread in each.
 """
 
 import argparse
@@ -13,6 +14,8 @@ import json
 import tempfile
 import time
 from pathlib import Path
+
+import torch
 
 from gradsim_taichi.batch import import_ray, parse_item, run_batch
 
@@ -48,7 +51,11 @@ def main(argv=None):
     ray = import_ray()
     todo = items(args.items)
     cases = {}
+    # one torch thread, as in Ray's workers (Ray sets OMP_NUM_THREADS=1 for a 1-CPU actor)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     cases["in process"] = run(todo, "process", 1, args.arch)[0]
+    torch.set_num_threads(threads)
     for workers in (1, 2):
         t0 = time.perf_counter()
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,

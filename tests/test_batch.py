@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 
 import gradsim_taichi as gs
-from gradsim_taichi.batch import ManifestError, parse_item, read_manifest, run_batch
+from gradsim_taichi.batch import (
+    ManifestError,
+    parse_item,
+    read_manifest,
+    row_from_report,
+    run_batch,
+    write_summary,
+)
 from gradsim_taichi.cli import main
 from gradsim_taichi.estimation import estimate, render_target
 from gradsim_taichi.scenes import make_preset
@@ -116,6 +123,20 @@ def test_csv_and_jsonl_give_the_same_items(tmp_path):
     assert parse_item({"id": 7, "scene": "x", "target": "synthetic"}).target is None
     with pytest.raises(ManifestError, match="seed must be an integer"):
         parse_item({"id": "a", "scene": "x", "seed": "one"}, from_csv=True)
+
+
+def test_a_run_stopped_by_nan_is_a_failed_item(tmp_path):
+    report = dict(status="stopped", message="stopped at iteration 3: the loss became NaN/inf",
+                  iterations=3, seconds=1.5,
+                  params={"mass": {"init": 3.0, "estimate": 4.0, "true": 5.0,
+                                   "abs_err": 1.0, "rel_err": 0.2}})
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    item = parse_item({"id": "n", "scene": "rigid-mass"})
+    row = row_from_report(item, tmp_path / "report.json")
+    assert row["status"] == "failed" and "NaN" in row["message"]
+    summary = write_summary(tmp_path, [row], plot=False)
+    assert summary["failed"] == 1 and summary["failures"][0]["id"] == "n"
+    assert summary["params"] == {}  # a failed item's errors are not counted
 
 
 # ---- in this process ------------------------------------------------------------------------
