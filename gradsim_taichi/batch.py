@@ -51,6 +51,9 @@ import numpy as np
 from gradsim_taichi import runtime
 from gradsim_taichi.reports import atomic_path
 
+__all__ = ["Item", "ManifestError", "RayMissingError", "read_manifest", "parse_item",
+           "run_item", "run_batch", "write_summary", "KEYS", "Worker"]
+
 ITEMS_DIR = "items"
 ERROR_FILE = "error.json"
 REPORT_FILE = "report.json"
@@ -392,7 +395,7 @@ def run_batch(items, out, workers: int | None = 1, address: str | None = None,
             bar.set_postfix(done=len(rows) - failed, failed=failed, running=len(running))
 
         try:
-            if use_ray:
+            if use_ray and todo:
                 _run_ray(todo, out, resume, retries, settings or {}, workers, address, event)
             else:
                 if settings is not None:
@@ -573,7 +576,3 @@ def plot_summary(path, rows: list, names: list) -> Path:
         fig.savefig(tmp, dpi=80)
     plt.close(fig)
     return Path(path)
-
-
-__all__ = ["Item", "ManifestError", "RayMissingError", "read_manifest", "parse_item",
-           "run_item", "run_batch", "write_summary", "KEYS", "Worker"]

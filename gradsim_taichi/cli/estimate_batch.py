@@ -25,7 +25,8 @@ def add_estimate_batch_parser(sub, help_line: str) -> None:
                                                          "(default: results/batch)")
     p.add_argument("--workers", type=int, default=None,
                    help="items run at once (default: one per core, or every CPU of the "
-                        "cluster with --address); 1: in this process, without Ray")
+                        "cluster with --address); 1 without --address: in this process, "
+                        "without Ray")
     p.add_argument("--address", default=None,
                    help="a running Ray cluster (started with `ray start --head`), e.g. "
                         "HOST:6379 or 'auto'; default: Ray on this machine")
