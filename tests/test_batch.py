@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 import gradsim_taichi as gs
 from gradsim_taichi.batch import (
@@ -196,12 +197,23 @@ def test_resume_skips_finished_items_and_reruns_the_rest(tmp_path):
     run_batch(items, out, workers=1, settings=SETTINGS, progress=False, plot=False)
     done = out / "items" / "box0" / "report.json"
     stamp = done.stat().st_mtime_ns
-    (out / "items" / "cyl2" / "report.json").unlink()  # as if interrupted before the end
+    # cyl2 as if interrupted before its end: no report, and its resume state marked (a
+    # loss no run computes) to tell a resumed run from a fresh one
+    folder = out / "items" / "cyl2"
+    (folder / "report.json").unlink()
+    state = torch.load(folder / "state.pt", weights_only=False)
+    state["history"][0]["loss"] = 123.0
+    torch.save(state, folder / "state.pt")
     summary = run_batch(items, out, workers=1, resume=True, settings=SETTINGS,
                         progress=False, plot=False)
     assert done.stat().st_mtime_ns == stamp  # skipped, not re-run
-    assert (out / "items" / "cyl2" / "report.json").exists()
+    report = json.loads((folder / "report.json").read_text())
+    assert report["loss_history"][0] == 123.0  # resumed from its own state
     assert summary["done"] == 2 and [r["id"] for r in summary["rows"]] == ["box0", "cyl2"]
+    # without --resume every item starts afresh (its old state dropped)
+    run_batch(items, out, workers=1, settings=SETTINGS, progress=False, plot=False)
+    assert done.stat().st_mtime_ns != stamp
+    assert json.loads((folder / "report.json").read_text())["loss_history"][0] != 123.0
 
 
 def test_without_ray_more_workers_say_how_to_install(tmp_path, monkeypatch, capsys):
