@@ -352,18 +352,19 @@ def _objects(objs, base_dir: Path) -> list:
                                  "scene files (only \"rigid\")")
         _string(kind, f"{path}.kind", ("rigid",))
         shape = o.get("shape")
-        prim_keys = PRIMITIVES.get(shape, {}) if isinstance(shape, str) else {}
-        keys = ("kind", "shape", "mesh", "scale", *prim_keys, "position", "orientation",
-                "velocity", "angular_velocity", "color", "shading", "mass", "density")
-        _table(o, path, keys)
-        obj = dict(kind="rigid")
         if ("shape" in o) == ("mesh" in o):
             raise _err(f"{path}.shape", f"one of {', '.join(PRIMITIVES)} or a mesh = "
                        "\"file.obj\" (exactly one of shape and mesh)")
+        if "shape" in o and (not isinstance(shape, str) or shape not in PRIMITIVES):
+            raise _err(f"{path}.shape", f"one of {', '.join(PRIMITIVES)} (or give "
+                       "mesh = \"file.obj\")", shape)
+        prim_keys = PRIMITIVES.get(shape, {})
+        keys = ("kind", *(("shape", *prim_keys) if "shape" in o else ("mesh", "scale")),
+                "position", "orientation", "velocity", "angular_velocity", "color",
+                "shading", "mass", "density")
+        _table(o, path, keys)
+        obj = dict(kind="rigid")
         if "shape" in o:
-            if not isinstance(shape, str) or shape not in PRIMITIVES:
-                raise _err(f"{path}.shape", f"one of {', '.join(PRIMITIVES)} (or give "
-                           "mesh = \"file.obj\")", shape)
             obj["shape"] = shape
             for key, default in prim_keys.items():
                 kp = f"{path}.{key}"
@@ -589,6 +590,9 @@ class FileScene(Scene):
                                      frames=frames)
             except ValueError as e:
                 raise SceneFileError(f"scene file {self.source}: pushes[{k}]: {e}") from None
+        # the masses as built (truths of the unknowns), for simulate(); the engine keeps
+        # the values of the last rollout instead
+        self._built_masses = [b.rigid_body(i).mass for i in range(b.rigid_body_count)]
         return b
 
     def render_parts(self, model):
@@ -610,7 +614,8 @@ class FileScene(Scene):
 
     def simulate(self, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Rollout with ``{param name: tensor}``; with several objects the unknown masses
-        ``mass_<i>`` are put into the per-body mass vector (the others as built)."""
+        ``mass_<i>`` are put into the per-body mass vector, the others at the values the
+        model was built with (known masses, the unknowns' truths)."""
         masses = self._mass_params()
         if len(self.spec["objects"]) == 1 or not any(n in values for n in masses):
             return super().simulate(values)
@@ -618,7 +623,7 @@ class FileScene(Scene):
         from gradsim_taichi.torch_bridge import simulate
 
         dtype = runtime.torch_dtype()
-        built = torch.as_tensor(self.sim.params["body_mass"].getter(), dtype=dtype)
+        built = torch.as_tensor(self._built_masses, dtype=dtype)
         column = [values[n].reshape(()) if (n := _name_of(masses, i)) in values else built[i]
                   for i in range(len(built))]
         engine = {self.params[k].sim_name: v for k, v in values.items() if k not in masses}
@@ -683,8 +688,7 @@ def _preset_spec(scene) -> dict:
     if not isinstance(scene, RigidMass):
         raise ValueError(f"preset '{scene.name}' is not expressible as a scene file yet: "
                          "only the rigid presets (rigid-mass, rigid-contact) are")
-    runtime.ensure_init()
-    builder = scene.build_model()
+    builder = scene.build_model()  # numpy only: no Taichi needed
     body = builder.rigid_body(0)
     if scene.shape == "box":
         shape = dict(shape="box", extents=[0.4, 0.3, 0.3])
