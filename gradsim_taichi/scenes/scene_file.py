@@ -52,6 +52,7 @@ optional take the value shown)::
     shape = "box"             # box: extents = [x, y, z]; sphere: radius, subdivisions (2);
                               # cylinder, cone: radius, height, sections (32; axis on the
                               # mesh z, the cone's base at z = 0); lshape: size, thickness
+    extents = [0.4, 0.3, 0.3]
     # or mesh = "body.obj"    # a closed mesh trimesh reads, relative to this file;
                               # scale = 1.0 multiplies its coordinates
     position = [-0.4, 0.4, 0.0]            # of the mesh origin
