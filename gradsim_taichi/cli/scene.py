@@ -68,6 +68,8 @@ def load_scene_arg(args, names=(), need_truth: bool = True):
     given) every estimated unknown must have a ``true`` value in the file."""
     from gradsim_taichi.scenes.scene_file import load_scene_file
 
+    if getattr(args, "shape", None) is not None:
+        raise CLIError("--shape goes with a preset; a scene file gives its objects' shapes")
     try:
         scene = load_scene_file(args.scene_file, **scene_overrides(args))
         scene.check_params(names)
