@@ -131,6 +131,31 @@ mass = MASS
     assert float((x_other - x_known).abs().max()) > 1e-4  # mass_0 is sqrt(24), not 3
 
 
+def test_a_force_over_one_frame_is_the_impulse_over_that_frame():
+    impulse = scene_from_toml(BASE)
+    force = scene_from_toml(BASE.replace(
+        'kind = "impulse"\nvector = [3.0, 1.0, 0.0]', 'kind = "force"\nvector = [180.0, 60.0, 0.0]')
+        .replace("duration = 0.016666666666666666", "frames = [0, 1]"))
+    assert force.spec["pushes"][0]["kind"] == "force"
+    x_impulse, _ = rollout(impulse)
+    x_force, _ = rollout(force)
+    assert float((x_impulse - x_force).abs().max()) < 1e-12
+    longer = scene_from_toml(BASE.replace(
+        'kind = "impulse"\nvector = [3.0, 1.0, 0.0]', 'kind = "force"\nvector = [180.0, 60.0, 0.0]')
+        .replace("duration = 0.016666666666666666", "frames = [0, 2]"))
+    assert float((rollout(longer)[0] - x_force).abs().max()) > 1e-3
+
+
+def test_without_ground_the_body_falls_through_and_nothing_is_staged():
+    scene = scene_from_toml(BASE.replace("[contact]", "[stage]\nground = false\n\n[contact]")
+                            .replace("frames = 10", "frames = 20"))
+    x, frames = rollout(scene)
+    assert len(scene.parts) == 1  # the body only
+    assert float(x[-1, :, 1].min()) < -0.1  # through the ground plane y = 0 that is absent
+    grounded = scene_from_toml(BASE.replace("frames = 10", "frames = 20"))
+    assert float(rollout(grounded)[0][-1, :, 1].min()) > -0.05  # penalty contact: ~1 cm
+
+
 def test_pinhole_and_extrinsic_cameras_match_the_look_at_camera():
     look_at = scene_from_toml(BASE)
     look_at.ensure_built()
