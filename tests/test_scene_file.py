@@ -237,12 +237,24 @@ def _edit(old, new):
     (_edit("[camera]", "[camera\n"), SceneFileError, ["not valid TOML"]),
     (_edit('shape = "box"\nextents = [0.4, 0.3, 0.3]', 'mesh = "nowhere.obj"'),
      FileNotFoundError, ["objects[0].mesh: mesh file not found", "nowhere.obj"]),
+    (_edit('name = "small-box"', 'name = "../up"'), SceneFileError,
+     ["scene.name: expected a name of letters", "'../up'"]),
+    (_edit('shape = "box"\nextents = [0.4, 0.3, 0.3]', 'mesh = "open.obj"'),
+     SceneFileError, ["objects[0].mesh: expected a closed (watertight) triangle mesh"]),
+    (_edit('shape = "box"\nextents = [0.4, 0.3, 0.3]', 'mesh = "junk.obj"'),
+     SceneFileError, ["objects[0].mesh: expected a closed triangle mesh"]),
     (BASE + '\n[estimate]\noptimizer = "sgd"\n', SceneFileError,
      ["estimate.optimizer: expected one of adam, lbfgs", "'sgd'"]),
 ])
 def test_errors_name_the_key_and_what_was_expected(tmp_path, text, error, words):
     path = tmp_path / "bad.toml"
     path.write_text(text)
+    # an open mesh (a box without the two triangles of one side) and a file of no mesh
+    import trimesh
+
+    box = trimesh.creation.box()
+    trimesh.Trimesh(box.vertices, box.faces[:-2]).export(tmp_path / "open.obj")
+    (tmp_path / "junk.obj").write_text("this is not a mesh\n")
     with pytest.raises(error) as info:
         load_scene_file(path)
     message = str(info.value)

@@ -73,6 +73,7 @@ def load_scene_arg(args, names=(), need_truth: bool = True):
     try:
         scene = load_scene_file(args.scene_file, **scene_overrides(args))
         scene.check_params(names)
+        scene.build_model()  # numpy only: the builder's checks, before any Taichi work
     except (FileNotFoundError, ValueError) as e:
         raise CLIError(str(e)) from None
     except KeyError as e:

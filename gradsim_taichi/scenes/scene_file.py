@@ -220,6 +220,15 @@ def _string(value, path, choices=None) -> str:
     return value
 
 
+def _name(value) -> str:
+    """A scene name: it names the default output folder, so letters, digits, -, _, ."""
+    name = _string(value, "scene.name")
+    if not name or not all(c.isalnum() or c in "-_." for c in name) or name[0] == ".":
+        raise _err("scene.name", "a name of letters, digits, '-', '_' and '.' (it names "
+                                 "the default output folder)", value)
+    return name
+
+
 def _value_or_unknown(value, path) -> float | dict:
     """A positive known number, or ``{unknown, guess_low, guess_high[, true]}``."""
     if not isinstance(value, dict):
@@ -250,7 +259,7 @@ def _validate(data: dict, base_dir: Path) -> dict:
                ("name", "fps", "frames", "substeps", "width", "height", "description"),
                ("fps", "frames", "width", "height"))
     scene = dict(
-        name=_string(s.get("name", "scene-file"), "scene.name"),
+        name=_name(s.get("name", "scene-file")),
         fps=_number(s["fps"], "scene.fps", positive=True),
         frames=_number(s["frames"], "scene.frames", low=1, integer=True),
         substeps=_number(s.get("substeps", 32), "scene.substeps", low=1, integer=True),
@@ -388,6 +397,7 @@ def _objects(objs, base_dir: Path) -> list:
             if not file.is_file():
                 raise FileNotFoundError(f"{path}.mesh: mesh file not found: {file}")
             obj["mesh"] = str(file.resolve())
+            _check_mesh(file, f"{path}.mesh")
             obj["scale"] = _number(o.get("scale", 1.0), f"{path}.scale", positive=True)
         if "position" not in o:
             raise SceneFileError(f"{path}.position: missing; expected a list of 3 numbers")
@@ -412,6 +422,25 @@ def _objects(objs, base_dir: Path) -> list:
             obj["density"] = _number(o["density"], f"{path}.density", positive=True)
         out.append(obj)
     return out
+
+
+def _read_mesh(file):
+    import trimesh
+
+    return trimesh.load(file, force="mesh", process=True)
+
+
+def _check_mesh(file: Path, path: str) -> None:
+    """A closed triangle mesh trimesh can read, or a SceneFileError naming ``path``."""
+    try:
+        mesh = _read_mesh(file)
+    except Exception as e:  # trimesh raises many kinds for unreadable files
+        raise SceneFileError(f"{path}: cannot read {file} as a mesh: {e}") from None
+    if len(getattr(mesh, "faces", ())) < 4:
+        raise _err(path, "a closed triangle mesh (trimesh found no solid in it)", str(file))
+    if not mesh.is_watertight:
+        raise _err(path, "a closed (watertight) triangle mesh; this one has holes or open "
+                         "edges", str(file))
 
 
 def _pushes(pushes, n_objects: int) -> list:
@@ -651,12 +680,7 @@ def _add_object(b, o: dict, **kw) -> int:
         from gradsim_taichi.scenes.rigid import lshape_mesh
 
         return b.add_rigid_body(lshape_mesh(o["size"], o["thickness"]), **kw)
-    import trimesh
-
-    try:
-        mesh = trimesh.load(o["mesh"], force="mesh", process=True)
-    except Exception as e:  # trimesh raises many kinds for unreadable files
-        raise ValueError(f"mesh: cannot read {o['mesh']}: {e}") from None
+    mesh = _read_mesh(o["mesh"])  # checked when the file was read
     if o["scale"] != 1.0:
         mesh.apply_scale(o["scale"])
     return b.add_rigid_body(mesh, **kw)
