@@ -324,6 +324,19 @@ def test_cli_scene_show_output_loads_back(tmp_path, capsys):
     assert text == scene_to_toml(make_scene("rigid-mass", shape="cylinder"))
 
 
+def test_cli_scene_check(tmp_path, capsys):
+    path = tmp_path / "scene.toml"
+    path.write_text(BASE)
+    assert main(["scene", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "small-box: 10 frames at 60 fps" in out and "24x24 px" in out
+    assert "objects[0]: rigid box, mass unknown (2..12)" in out
+    assert "unknown mass: guesses 2..12, true 4" in out
+    path.write_text(BASE.replace("guess_low = 2.0", "guess_low = 0"))
+    assert main(["scene", "check", str(path)]) == 2
+    assert "objects[0].mass.guess_low: expected a number > 0; got 0" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["estimate"], "give a preset SCENE or --scene FILE (exactly one)"),
     (["estimate", "rigid-mass", "--scene", "x.toml"], "exactly one"),

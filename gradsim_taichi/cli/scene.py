@@ -1,6 +1,7 @@
 """``gradsim-taichi scene show PRESET``: a preset as a scene file, a starting point for
-your own (see ``gradsim_taichi.scenes.scene_file``); and the ``--scene FILE`` option's
-loading for ``estimate``."""
+your own (see ``gradsim_taichi.scenes.scene_file``); ``gradsim-taichi scene check FILE``:
+a file checked and summarised; and the ``--scene FILE`` option's loading for
+``estimate``."""
 
 from gradsim_taichi.cli.common import CLIError
 
@@ -25,6 +26,12 @@ def add_scene_parser(sub, help_line: str) -> None:
     show.add_argument("--resolution", type=int, default=None,
                       help="override the image size, square")
     show.set_defaults(func=cmd_scene_show)
+    check = actions.add_parser("check", help="check a scene file and list its unknowns",
+                               description="Read a scene file, check it (every key, the "
+                                           "mesh files, the bodies) and list what it "
+                                           "describes; exit 2 with the first error.")
+    check.add_argument("file", help="the scene file (TOML)")
+    check.set_defaults(func=cmd_scene_check)
 
 
 def cmd_scene_show(args) -> int:
@@ -48,6 +55,32 @@ def cmd_scene_show(args) -> int:
     return 0
 
 
+def cmd_scene_check(args) -> int:
+    args.scene_file = args.file
+    scene = load_scene_arg(args, need_truth=False, need_unknowns=False)
+    spec = scene.spec
+    print(f"{scene.name}: {scene.frames} frames at {scene.fps:g} fps, {scene.substeps} "
+          f"substeps, {scene.width}x{scene.height} px")
+    for i, o in enumerate(spec["objects"]):
+        what = o.get("shape") or o["mesh"]
+        mass = o.get("mass", f"density {o.get('density')}")
+        print(f"  objects[{i}]: {o['kind']} {what}, mass {_show(mass)}")
+    for i, p in enumerate(spec["pushes"]):
+        print(f"  pushes[{i}]: {p['kind']} {p['vector']} on objects[{p['object']}]")
+    if not scene.params:
+        print("unknowns: none (make a value a table {unknown = true, ...} to estimate it)")
+    for name, p in scene.params.items():
+        true = f", true {p.true:g}" if scene.truth_given[name] else ""
+        print(f"unknown {name}: guesses {p.low:g}..{p.high:g}{true}")
+    return 0
+
+
+def _show(value) -> str:
+    if isinstance(value, dict):
+        return f"unknown ({value['guess_low']:g}..{value['guess_high']:g})"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def scene_overrides(args) -> dict:
     """The overrides ``--frames`` and ``--resolution`` ask for, checked."""
     overrides = {}
@@ -62,10 +95,11 @@ def scene_overrides(args) -> dict:
     return overrides
 
 
-def load_scene_arg(args, names=(), need_truth: bool = True):
+def load_scene_arg(args, names=(), need_truth: bool = True, need_unknowns: bool = True):
     """The scene of ``--scene FILE`` with the ``--frames``/``--resolution`` overrides,
     ``names`` checked against its parameters. With ``need_truth`` (no target video
-    given) every estimated unknown must have a ``true`` value in the file."""
+    given) every estimated unknown must have a ``true`` value in the file; with
+    ``need_unknowns`` the file must have some."""
     from gradsim_taichi.scenes.scene_file import load_scene_file
 
     if getattr(args, "shape", None) is not None:
@@ -78,7 +112,7 @@ def load_scene_arg(args, names=(), need_truth: bool = True):
         raise CLIError(str(e)) from None
     except KeyError as e:
         raise CLIError(e.args[0]) from None
-    if not scene.params:
+    if need_unknowns and not scene.params:
         raise CLIError(f"--scene {args.scene_file}: the file has no unknowns to estimate; "
                        "make a mass or contact value a table {unknown = true, guess_low = "
                        "..., guess_high = ...}")
