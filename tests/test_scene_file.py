@@ -171,6 +171,12 @@ def test_pinhole_and_extrinsic_cameras_match_the_look_at_camera():
     _, frames = rollout(look_at)
     for other in (pinhole, extrinsic):
         assert float((rollout(other)[1] - frames).abs().max()) <= 1e-12
+    # intrinsics in pixels of the file's size scale with an overridden size
+    large = scene_from_toml(BASE.replace("fov_y_deg = 40.0",
+                                         f"fx = {2 * f!r}\nfy = {2 * f!r}\ncx = 24.0\ncy = 24.0")
+                            .replace("width = 24\nheight = 24", "width = 48\nheight = 48"),
+                            width=24, height=24)
+    assert float((rollout(large)[1] - frames).abs().max()) <= 1e-12
     shifted = scene_from_toml(BASE.replace("fov_y_deg = 40.0",
                                            f"fx = {f!r}\nfy = {f!r}\ncx = 13.0\ncy = 12.0"))
     assert float((rollout(shifted)[1] - frames).abs().max()) > 0.05

@@ -25,7 +25,8 @@ optional take the value shown)::
     up = [0.0, 1.0, 0.0]      # optional
     # ... or world_to_camera = [[...4], [...4], [...4], [...4]] (OpenCV: x right,
     # y down, z forward), instead of eye/target/up
-    fov_y_deg = 40.0          # vertical field of view, or all of fx, fy, cx, cy (pixels)
+    fov_y_deg = 40.0          # vertical field of view, or all of fx, fy, cx, cy (pixels
+                              # of this width x height; scaled if the size is overridden)
     near = 0.1                # optional: depth range drawn
     far = 10.0                # optional
 
@@ -568,12 +569,17 @@ class FileScene(Scene):
                 for name, p in self.params.items() if p.sim_name == "body_mass"}
 
     def make_camera(self) -> Camera:
-        """The file's camera: look-at or world_to_camera; fov_y_deg or fx, fy, cx, cy."""
+        """The file's camera: look-at or world_to_camera; fov_y_deg or fx, fy, cx, cy (in
+        pixels of the file's image size: scaled with the image when ``width``/``height``
+        were overridden)."""
         c = self.spec["camera"]
         size = dict(width=self.width, height=self.height, near=self.near, far=self.far)
+        if "fx" in c:
+            sx = self.width / self.spec["scene"]["width"]
+            sy = self.height / self.spec["scene"]["height"]
+            pinhole = (c["fx"] * sx, c["fy"] * sy, c["cx"] * sx, c["cy"] * sy)
         if "world_to_camera" in c:
-            return Camera.from_extrinsic(c["world_to_camera"], c["fx"], c["fy"], c["cx"],
-                                         c["cy"], **size)
+            return Camera.from_extrinsic(c["world_to_camera"], *pinhole, **size)
         cam = Camera.look_at(c["eye"], c["target"], up=c["up"],
                              fov_y_deg=c.get("fov_y_deg", 40.0), **size)
         if "fx" not in c:
@@ -581,7 +587,7 @@ class FileScene(Scene):
         R, t = cam.world_to_camera()
         T = torch.eye(4, dtype=runtime.torch_dtype())
         T[:3, :3], T[:3, 3] = R, t
-        return Camera.from_extrinsic(T, c["fx"], c["fy"], c["cx"], c["cy"], **size)
+        return Camera.from_extrinsic(T, *pinhole, **size)
 
     def build_model(self):
         from gradsim_taichi.builder import ModelBuilder
