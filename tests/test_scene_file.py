@@ -397,3 +397,16 @@ def test_the_module_docstring_example_is_a_valid_scene_file():
     assert {k: scene.spec["contact"][k] for k in sf.CONTACT_DEFAULTS} == sf.CONTACT_DEFAULTS
     assert scene.spec["estimate"] == sf.ESTIMATE_DEFAULTS
     assert (scene.spec["camera"]["near"], scene.spec["camera"]["far"]) == (0.1, 10.0)
+
+
+@pytest.mark.parametrize("preset", ["rigid-mass", "rigid-contact"])
+def test_the_shipped_preset_files_are_the_presets(preset):
+    """gradsim_taichi/scenes/files/PRESET.toml: what `scene show PRESET` prints (rewrite
+    them with it when a preset changes)."""
+    from importlib.resources import files
+
+    shipped = files("gradsim_taichi.scenes") / "files" / f"{preset}.toml"
+    text = shipped.read_text(encoding="utf-8")
+    assert text == scene_to_toml(make_scene(preset))
+    scene = scene_from_toml(text)
+    assert scene.name == preset and scene.default_params == make_scene(preset).default_params
