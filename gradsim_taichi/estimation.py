@@ -128,7 +128,7 @@ def estimate(
         optimizer: ``"adam"`` (learning rate decays 100x over the run), ``"lbfgs"``,
             ``"adam+lbfgs"`` (Adam for 60% of the iterations, then L-BFGS polishing), or
             ``"lm"`` (Levenberg-Marquardt with a finite-difference Jacobian: for at most
-            32 unknowns and the MSE loss; each iteration runs two simulations per
+            32 unknowns and the MSE loss; each iteration runs one simulation per
             unknown, without back-propagation).
         frame_stride: compare every k-th frame (rendering fewer frames is cheaper).
         loss: a loss of :data:`gradsim_taichi.objectives.LOSSES` by name (``"mse"``) or
@@ -316,7 +316,9 @@ class _Fit:
         """Frames (or tracked positions) at the current values; None where the values
         are out of range or the explicit integrator blew up at them."""
         vals = self.values()
-        out = None if self._out_of_domain(vals) else self.scene.simulate(vals)
+        # the rollout stops at the last frame compared (a horizon stage fits early frames)
+        last = max(int(frame_ids.max()), 1)
+        out = None if self._out_of_domain(vals) else self.scene.simulate(vals, last)
         if out is None or not all(torch.isfinite(x).all() for x in out.values()):
             return None
         if self.supervision == "3d":

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from gradsim_taichi import runtime
 from gradsim_taichi.checks import STABILITY_LIMITS
 from gradsim_taichi.model import Model
 from gradsim_taichi.params import ParamSet
@@ -59,6 +60,7 @@ class Simulation:
         self.systems = model.systems
         self._warn_if_unstable()
         self._run_id = 0  # bumps on every forward; the autograd bridge checks it
+        self._frames_run = self.frames  # how many frames the last forward simulated
         self._buffer_segment = None  # first frame of the segment the buffers hold
 
     def _warn_if_unstable(self) -> None:
@@ -167,46 +169,65 @@ class Simulation:
                 system.step(row, frame, self.dt)
         self._buffer_segment = first_frame
 
-    def _segments(self):
-        return range(0, self.frames, self.frames_per_segment)
+    def _segments(self, frames: int | None = None):
+        """The first frame of each segment that simulating ``frames`` frames runs (every
+        segment without checkpoints: it is one)."""
+        last = self.frames if frames is None or not self.checkpoint else frames
+        return range(0, last, self.frames_per_segment)
+
+    def _frame_count(self, frames) -> int:
+        if frames is None:
+            return self.frames
+        if isinstance(frames, bool) or int(frames) != frames or not 1 <= frames <= self.frames:
+            raise ValueError(f"frames must be an integer in [1, {self.frames}] (this "
+                             f"Simulation's frame count); got {frames!r}")
+        return int(frames)
 
     def _bar(self, iterable, desc):
         show = self.progress is not None and self.frames >= self.progress
         return tqdm(iterable, desc=desc, leave=False, disable=not show)
 
-    def forward(self) -> dict[str, np.ndarray]:
+    def forward(self, frames: int | None = None) -> dict[str, np.ndarray]:
         """Run the rollout; returns ``{system name: positions [frames + 1, V, 3]}``, plus
-        ``{name}_velocity`` for systems that report velocities (particles)."""
+        ``{name}_velocity`` for systems that report velocities (particles).
+
+        ``frames``: simulate only the first ``frames`` frames (default: all), e.g. for a
+        loss over the early frames of the video; with checkpoints (the default) the time
+        loop stops there, and :meth:`backward` starts there."""
         self._check_alive()
-        for first in self._bar(self._segments(), "simulate"):
+        frames = self._frame_count(frames)
+        for first in self._bar(self._segments(frames), "simulate"):
             self._run_segment(first)
             for k in range(1, self.frames_per_segment + 1):
                 for system in self.systems:
                     system.save(first + k, k * self.substeps)
         self._run_id += 1
+        self._frames_run = frames
         out = {}
         for s in self.systems:
-            out[s.name] = s.output()
+            out[s.name] = s.output()[: frames + 1]
             if hasattr(s, "velocity_output"):
-                out[s.name + "_velocity"] = s.velocity_output()
+                out[s.name + "_velocity"] = s.velocity_output()[: frames + 1]
         return out
 
     def backward(self, grad_outputs: dict[str, np.ndarray]) -> None:
-        """Back-propagate dL/d(outputs) of the last :meth:`forward`; afterwards
-        :meth:`param_grad` gives the gradient of every parameter."""
+        """Back-propagate dL/d(outputs) of the last :meth:`forward` (as many frames as it
+        returned); afterwards :meth:`param_grad` gives the gradient of every
+        parameter."""
         self._check_alive()
         if self.model.ground is not None:
             self.model.ground.zero_grads()
+        frames = self._frames_run
         for system in self.systems:
-            g = grad_outputs.get(system.name)
-            if g is None:
-                g = np.zeros_like(system.output())
+            g = _padded(grad_outputs.get(system.name), system.output().shape)
             if hasattr(system, "velocity_output"):
-                system.begin_backward(g, grad_outputs.get(system.name + "_velocity"))
+                gv = grad_outputs.get(system.name + "_velocity")
+                system.begin_backward(g, None if gv is None else _padded(gv, g.shape))
             else:
                 system.begin_backward(g)
         steps = self.frames_per_segment * self.substeps
-        for first in self._bar(reversed(self._segments()), "backward"):
+        # segments after the last simulated frame get no gradient and pass none back
+        for first in self._bar(reversed(self._segments(frames)), "backward"):
             if self._buffer_segment != first:
                 self._run_segment(first)
             for system in self.systems:
@@ -230,3 +251,11 @@ class Simulation:
         from gradsim_taichi.torch_bridge import simulate
 
         return simulate(self, params)
+
+
+def _padded(grad, shape) -> np.ndarray:
+    """dL/d(output) of the frames a rollout returned, zero for the frames after them."""
+    out = np.zeros(shape, dtype=runtime.np_dtype())
+    if grad is not None:
+        out[: len(grad)] = grad
+    return out

@@ -17,11 +17,11 @@ from gradsim_taichi.params import as_full_tensor
 
 class _SimulateFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, sim, names, *values):
+    def forward(ctx, sim, names, frames, *values):
         for name, value in zip(names, values):
             sim.set_param(name, value)
-        outputs = sim.forward()
-        ctx.sim, ctx.names, ctx.run_id = sim, names, sim._run_id
+        outputs = sim.forward(frames)
+        ctx.sim, ctx.names, ctx.frames, ctx.run_id = sim, names, frames, sim._run_id
         ctx.save_for_backward(*values)
         device = runtime.torch_device()
         return tuple(torch.from_numpy(outputs[n]).to(device) for n in sim.output_names)
@@ -35,7 +35,7 @@ class _SimulateFunction(torch.autograd.Function):
             # parameters and checkpoints before back-propagating.
             for name, value in zip(names, values):
                 sim.set_param(name, value)
-            sim.forward()
+            sim.forward(ctx.frames)
         grads = {}
         for name, g in zip(sim.output_names, grad_outputs):
             if g is not None:
@@ -43,15 +43,16 @@ class _SimulateFunction(torch.autograd.Function):
         sim.backward(grads)
         out = []
         for k, name in enumerate(names):
-            if ctx.needs_input_grad[2 + k]:
+            if ctx.needs_input_grad[3 + k]:
                 g = torch.from_numpy(np.ascontiguousarray(sim.param_grad(name)))
                 out.append(g.to(dtype=values[k].dtype, device=values[k].device))
             else:
                 out.append(None)
-        return (None, None, *out)
+        return (None, None, None, *out)
 
 
-def simulate(sim, params: dict | None = None) -> dict[str, torch.Tensor]:
+def simulate(sim, params: dict | None = None, frames: int | None = None
+             ) -> dict[str, torch.Tensor]:
     """Differentiable rollout of ``sim`` with the given parameter tensors.
 
     Args:
@@ -59,6 +60,8 @@ def simulate(sim, params: dict | None = None) -> dict[str, torch.Tensor]:
         params: ``{name: tensor}``; each tensor broadcasts to the parameter's full shape
             (a scalar mass for all particles, a [N] per-particle one, ...), has the
             engine's dtype (``gradsim_taichi.init(precision=...)``) and device.
+        frames: simulate only the first ``frames`` frames (default: all of them); the
+            cost falls with it (see :meth:`Simulation.forward`).
 
     Returns:
         ``{system name: positions at frame boundaries [frames + 1, V, 3]}``; for a
@@ -81,7 +84,8 @@ def simulate(sim, params: dict | None = None) -> dict[str, torch.Tensor]:
             raise ValueError(f"parameter '{name}' contains NaN or inf")
         names.append(name)
         values.append(full.contiguous())
-    outputs = _SimulateFunction.apply(sim, tuple(names), *values)
+    frames = sim._frame_count(frames)
+    outputs = _SimulateFunction.apply(sim, tuple(names), frames, *values)
     return dict(zip(sim.output_names, outputs))
 
 

@@ -15,6 +15,14 @@ number of unknowns; a parameter with more elements (a per-particle field) is ass
 within its ``ParamSpec.basis`` (e.g. a ball's uniform density, a cloth's affine velocity
 fields), so its per-element deviations from that subspace are not (said in the result).
 
+Many unknowns (more than :data:`MAX_COLUMNS`, e.g. a per-particle mass field): besides
+the basis-reduced interval, the spectrum of ``J^T J`` over *every* unknown is explored by
+:data:`LANCZOS_STEPS` steps of Lanczos on Gauss-Newton products ``J^T J v`` (``J v`` by
+central differences: two simulations; ``J^T`` by one reverse pass through the simulator
+and renderer), about ``3 * LANCZOS_STEPS`` simulations in all (a few L-BFGS iterations).
+The leading curvatures and how many directions the video determines go in
+``spectrum``; the weakest direction found is reported like those below.
+
 Identifiability: the eigenvectors of ``J^T J`` whose curvature is below
 :data:`FLAT_CURVATURE` times the largest, or whose standard deviation exceeds
 :data:`LOOSE_STD` in learned coordinates (a factor ``e`` for a positive parameter), are
@@ -32,6 +40,7 @@ import torch
 from gradsim_taichi.optimisers import fd_jacobian
 
 MAX_COLUMNS = 32
+LANCZOS_STEPS = 8
 FLAT_CURVATURE = 1e-8
 LOOSE_STD = 1.0
 Z95 = 1.959963984540054
@@ -47,8 +56,6 @@ def local_uncertainty(fit) -> dict:
     tensors = [fit.u[n] for n in fit.names]
     x0 = torch.cat([t.detach().reshape(-1) for t in tensors]).to(torch.float64)
     columns, labels, note = _columns(fit, x0)
-    if labels is None:
-        return {"skipped": note}
 
     def evaluate(x):
         _set(tensors, x)
@@ -59,6 +66,11 @@ def local_uncertainty(fit) -> dict:
         r0 = evaluate(x0)
         if r0 is None or not bool(torch.isfinite(r0).all()):
             return {"skipped": "the model is not finite at the estimate"}
+        spectrum = None
+        if len(x0) > MAX_COLUMNS:
+            spectrum = _spectrum(fit, tensors, x0, r0, evaluate)
+        if labels is None:
+            return _spectrum_only(fit, spectrum, note, t0)
         jac = fd_jacobian(evaluate, x0, r0, columns)
     finally:
         _set(tensors, x0)
@@ -106,6 +118,107 @@ def local_uncertainty(fit) -> dict:
             out["weak_directions"].append({"curvature": float(w[j]), "std": std_dir,
                                            "components": components})
             out["warnings"].append(_describe(components))
+    if spectrum is not None:
+        _add_spectrum(out, spectrum, sigma)
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+# ---- many unknowns: Lanczos on Gauss-Newton products ---------------------------------
+def gauss_newton_product(fit, tensors, x0, r0, evaluate):
+    """``v -> J^T J v`` at ``x0`` over every learned element: ``J v`` by central
+    differences along ``v`` (two simulations), then ``J^T`` by one reverse pass."""
+    ids = fit.stages.all_ids
+
+    def product(v):
+        jv = fd_jacobian(evaluate, x0, r0, v.reshape(-1, 1))[:, 0]
+        _set(tensors, x0)
+        pred = fit.predict(ids)
+        r = (pred - fit.target[ids]).reshape(-1)
+        grads = torch.autograd.grad(r, tensors, jv.to(r.dtype), allow_unused=True)
+        return torch.cat([torch.zeros(t.numel(), dtype=torch.float64) if g is None
+                          else g.detach().reshape(-1).to(torch.float64)
+                          for g, t in zip(grads, tensors)])
+
+    return product
+
+
+def lanczos(product, n: int, steps: int, seed: int = 0):
+    """Ritz values (descending) and vectors ``[n, k]`` of a symmetric positive
+    semi-definite operator after ``k <= steps`` Lanczos steps from a seeded random start,
+    with full re-orthogonalisation (k is small)."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(n, generator=g, dtype=torch.float64)
+    basis = [q / q.norm()]
+    alphas, betas = [], []
+    for _ in range(min(steps, n)):
+        w = product(basis[-1])
+        alphas.append(float(basis[-1] @ w))
+        qs = torch.stack(basis, 1)
+        for _ in range(2):  # twice is enough (Kahan)
+            w = w - qs @ (qs.T @ w)
+        beta = float(w.norm())
+        if beta <= 1e-12 * max(abs(a) for a in alphas) or len(basis) == n:
+            break
+        betas.append(beta)
+        basis.append(w / beta)
+    k = len(alphas)
+    t = np.diag(alphas) + np.diag(betas[: k - 1], 1) + np.diag(betas[: k - 1], -1)
+    theta, y = np.linalg.eigh(t)
+    order = np.argsort(-theta)
+    vectors = torch.stack(basis[:k], 1).numpy() @ y[:, order]
+    return np.maximum(theta[order], 0.0), vectors
+
+
+def _spectrum(fit, tensors, x0, r0, evaluate) -> dict:
+    product = gauss_newton_product(fit, tensors, x0, r0, evaluate)
+    theta, vectors = lanczos(product, len(x0), LANCZOS_STEPS)
+    labels = [n if t.numel() == 1 else f"{n}[{e}]" for n, t in zip(fit.names, tensors)
+              for e in range(t.numel())]
+    return {"theta": theta, "vectors": vectors, "labels": labels, "r0": r0,
+            "unknowns": len(x0)}
+
+
+def _add_spectrum(out: dict, spectrum: dict, sigma: float) -> None:
+    """The spectrum's summary into ``out`` (JSON-ready), and its weakest direction found
+    as a weak direction when the video does not pin it down."""
+    theta, vectors, labels = spectrum["theta"], spectrum["vectors"], spectrum["labels"]
+    k, n = len(theta), spectrum["unknowns"]
+    top = max(float(theta[0]), 1e-300)
+    std = np.array([sigma / math.sqrt(t) if t > 0 else math.inf for t in theta])
+    determined = int(np.sum((theta > FLAT_CURVATURE * top) & (std <= LOOSE_STD)))
+    out["spectrum"] = {
+        "unknowns": n, "products": k, "curvatures": [float(t) for t in theta],
+        "std": [float(x) for x in std], "determined_of_found": determined,
+        "method": f"Lanczos on Gauss-Newton products J^T J v over all {n} unknowns ({k} "
+                  f"products, {3 * k} simulations); Ritz values bound the leading "
+                  "curvatures from below"}
+    if determined < k:
+        comp = vectors[:, -1]
+        order = np.argsort(-np.abs(comp))[:4]
+        components = {labels[q]: round(float(comp[q]), 3) for q in order
+                      if abs(comp[q]) >= 0.1 * abs(comp[order[0]])}
+        out["weak_directions"].append({"curvature": float(theta[-1]), "std": float(std[-1]),
+                                       "components": components})
+        out["warnings"].append(_describe(components))
+    out["spectrum"]["note"] = (
+        f"{n} unknowns: {k} Gauss-Newton products found {determined} directions the video "
+        f"determines; the other {n - determined} combinations were not resolved (a video "
+        "may leave most per-element values undetermined)")
+
+
+def _spectrum_only(fit, spectrum: dict, note: str, t0: float) -> dict:
+    """Too many unknowns for a dense Jacobian even within the bases: no per-parameter
+    interval, only the spectrum and the weak directions."""
+    r0, theta = spectrum["r0"], spectrum["theta"]
+    top = max(float(theta[0]), 1e-300)
+    rank = int(np.sum(theta > FLAT_CURVATURE * top))
+    dof = max(len(r0) - rank, 1)
+    sigma = math.sqrt(float(r0 @ r0) / dof)
+    out = {"params": {n: {"std": None, "ci95": None} for n in fit.names}, "sigma": sigma,
+           "dof": int(dof), "condition": None, "method": note + "; spectrum only",
+           "weak_directions": [], "warnings": []}
+    _add_spectrum(out, spectrum, sigma)
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -132,7 +245,7 @@ def _columns(fit, x0):
     k = sum(b.shape[1] for b in blocks)
     if k > MAX_COLUMNS:
         return None, None, (f"{sum(sizes)} unknowns ({k} after bases), more than "
-                            f"{MAX_COLUMNS}: no local uncertainty")
+                            f"{MAX_COLUMNS}: no per-parameter interval")
     columns = np.zeros((sum(sizes), k))
     r = c = 0
     for b in blocks:

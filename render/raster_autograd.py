@@ -97,17 +97,21 @@ def _check_inputs(xy, z, col, tex, bg, uv, texid, texsize, st: RasterSettings) -
 
 
 class SoftRasterFunction(torch.autograd.Function):
-    """``rgba = SoftRasterFunction.apply(xy, z, col, tex, bg, uv, texid, texsize, settings)``.
+    """``rgba = SoftRasterFunction.apply(xy, z, col, tex, bg, uv, texid, texsize, settings
+    [, face_grad])``.
 
     Inputs (runtime dtype, CPU): ``xy[F, T, 3, 2]`` screen positions, ``z[F, T, 3]``
     depths, ``col[F, T, 18]`` corner colours ``(M, A)``, ``tex[K, Ht, Wt, 3]`` textures
     (or None), ``bg[H, W, 3]`` background, ``uv[T, 6]``, ``texid[T]`` int32,
     ``texsize[K, 2]`` int32. Output ``[F, H, W, 4]``. Differentiable in ``xy, z, col, tex,
-    bg``. Faces with a corner at or in front of ``near`` are culled.
+    bg``. Faces with a corner at or in front of ``near`` are culled. ``face_grad[T]``
+    (int32, optional): 0 for faces whose geometry, colours and texture need no gradient
+    (a static ground): the backward pass skips them (their gradients are zero).
     """
 
     @staticmethod
-    def forward(ctx, xy, z, col, tex, bg, uv, texid, texsize, st: RasterSettings):
+    def forward(ctx, xy, z, col, tex, bg, uv, texid, texsize, st: RasterSettings,
+                face_grad=None):
         _check_inputs(xy, z, col, tex, bg, uv, texid, texsize, st)
         F, T = z.shape[0], z.shape[1]
         geom = pack_geometry(xy.detach(), z.detach())
@@ -127,13 +131,16 @@ class SoftRasterFunction(torch.autograd.Function):
         ctx.bins = bins
         ctx.shape = (F, T)
         ctx.has_tex = tex_in is not None
-        ctx.save_for_backward(geom, col, uv, texid, tex, texsize, out, state)
+        if face_grad is None:
+            face_grad = torch.ones(T, dtype=torch.int32)
+        ctx.save_for_backward(geom, col, uv, texid, tex, texsize, out, state,
+                              face_grad.to(torch.int32).contiguous())
         return out
 
     @staticmethod
     def backward(ctx, gout):
         saved = [t.detach() for t in ctx.saved_tensors]
-        geom, col, uv, texid, tex, texsize, out, state = saved
+        geom, col, uv, texid, tex, texsize, out, state, face_grad = saved
         st, bins = ctx.st, ctx.bins
         F, T = ctx.shape
         gout = gout.detach().contiguous().to(geom.dtype)
@@ -143,7 +150,8 @@ class SoftRasterFunction(torch.autograd.Function):
         gtex = torch.zeros_like(tex) if want_tex else torch.zeros(1, 1, 1, 3, dtype=geom.dtype)
         K.soft_backward(
             geom, col, uv, texid, tex, texsize, bins.bbox, bins.tile_start, bins.entry_face,
-            out, state, gout, gentry, gtex, st.sigma, st.gamma, st.near, st.far, st.d2max,
+            out, state, gout, gentry, gtex, face_grad, st.sigma, st.gamma, st.near, st.far,
+            st.d2max,
             st.tile, bins.ntx, bins.nty, want_tex,
         )  # fmt: skip
         gface = torch.zeros(F * T, 27, dtype=geom.dtype)
@@ -157,7 +165,7 @@ class SoftRasterFunction(torch.autograd.Function):
         if ctx.needs_input_grad[4]:
             wb = torch.exp((st.eps - state[..., 0]) / st.gamma) / state[..., 1]
             gbg = (gout[..., :3] * wb[..., None]).sum(0)
-        return gxy, gz, gcol, (gtex if want_tex else None), gbg, None, None, None, None
+        return gxy, gz, gcol, (gtex if want_tex else None), gbg, None, None, None, None, None
 
 
 def hard_face_ids(xy: torch.Tensor, z: torch.Tensor, st: RasterSettings) -> torch.Tensor:

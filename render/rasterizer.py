@@ -143,7 +143,7 @@ class SoftRasterizer:
         scale = 2.0 / cam.height
         eye = cam.eye()
         fx, fy, cx, cy = cam.intrinsics()
-        xys, zs, cols, uvs, texids, textures = [], [], [], [], [], []
+        xys, zs, cols, uvs, texids, textures, grads = [], [], [], [], [], [], []
         for m, v in zip(self.meshes, verts, strict=True):
             pc = cam.to_camera(v)
             z = pc[..., 2]
@@ -156,6 +156,9 @@ class SoftRasterizer:
             M, A = shade(m, v, self.lights, eye)
             T = m.num_faces
             cols.append(torch.cat([M.reshape(F, T, 9), A.reshape(F, T, 9)], -1))
+            learnable = (xy.requires_grad or zs[-1].requires_grad or cols[-1].requires_grad
+                         or (m.texture is not None and m.texture.requires_grad))
+            grads.append(torch.full((T,), int(learnable), dtype=torch.int32))
             cuv = m.corner_uv()
             if cuv is None:
                 uvs.append(torch.zeros(T, 6, dtype=v.dtype))
@@ -173,6 +176,7 @@ class SoftRasterizer:
             xy=torch.cat(xys, 1), z=torch.cat(zs, 1), col=torch.cat(cols, 1).contiguous(),
             tex=tex, bg=self.background_image(), uv=torch.cat(uvs, 0).contiguous(),
             texid=torch.cat(texids, 0).contiguous(), texsize=texsize,
+            face_grad=torch.cat(grads, 0),
         )  # fmt: skip
         return packed, single
 
@@ -183,7 +187,7 @@ class SoftRasterizer:
         if self.mode == "soft":
             out = SoftRasterFunction.apply(
                 p["xy"], p["z"], p["col"], p["tex"], p["bg"], p["uv"], p["texid"],
-                p["texsize"], st,
+                p["texsize"], st, p["face_grad"],
             )  # fmt: skip
         else:
             out = hard_shade(p, hard_face_ids(p["xy"], p["z"], st), st)

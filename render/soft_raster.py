@@ -294,6 +294,7 @@ def soft_backward(
     gout: NDA,
     gentry: NDA,
     gtex: NDA,
+    face_grad: NDA,
     sigma: float,
     gamma: float,
     near: float,
@@ -307,7 +308,9 @@ def soft_backward(
     """One thread per (frame, tile); for each binned face, loop over the pixels of the
     face's box inside the tile and accumulate the face's gradient in registers, then
     write it once to ``gentry[e, 0:27]`` (9 geometry + 18 colour entries). No two
-    threads write the same entry, so there are no atomics except for texels."""
+    threads write the same entry, so there are no atomics except for texels. Faces with
+    ``face_grad[t] == 0`` (static, nothing learnable: a ground, a backdrop) are skipped;
+    their entries stay zero."""
     F = out.shape[0]
     H = out.shape[1]
     W = out.shape[2]
@@ -317,89 +320,91 @@ def soft_backward(
         tid = (f * nty + ty) * ntx + tx
         for e in range(tile_start[tid], tile_start[tid + 1]):
             t = entry_face[e]
-            ia = ti.max(ty * tile, bbox[f, t, 2])
-            ib = ti.min(ti.min(ty * tile + tile, H) - 1, bbox[f, t, 3])
-            ja = ti.max(tx * tile, bbox[f, t, 0])
-            jb = ti.min(ti.min(tx * tile + tile, W) - 1, bbox[f, t, 1])
-            gg = ti.Vector([0.0] * 9)  # d/d(x0 y0 x1 y1 x2 y2 z0 z1 z2)
-            gc = ti.Vector([0.0] * 18)  # d/d(M, A)
-            xs = ti.Vector([geom[f, t, 0], geom[f, t, 2], geom[f, t, 4]])
-            ys = ti.Vector([geom[f, t, 1], geom[f, t, 3], geom[f, t, 5]])
-            for i in range(ia, ib + 1):
-                for j in range(ja, jb + 1):
-                    px = (j + 0.5) * scale
-                    py = (i + 0.5) * scale
-                    ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
-                    if ok:
-                        s = -1.0
-                        if inside:
-                            s = 1.0
-                        D, om = _sigmoid_pair(s * d2 / sigma)
-                        C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi = _shade(
-                            geom, col, uv, texid, tex, texsize, f, t, w
-                        )
-                        zp = 1.0 / Q
-                        zn = (far - zp) * inv_range
-                        m = state[f, i, j, 0]
-                        S = state[f, i, j, 1]
-                        P = state[f, i, j, 2]
-                        ex = ti.exp((zn - m) / gamma)
-                        wj = D * ex
-                        gs = ti.Vector([gout[f, i, j, 0], gout[f, i, j, 1], gout[f, i, j, 2]]) / S
-                        rgb = ti.Vector([out[f, i, j, 0], out[f, i, j, 1], out[f, i, j, 2]])
-                        g_w = gs.dot(C - rgb)
-                        gC = gs * wj
-                        g_zn = g_w * wj / gamma
-                        g_x = g_w * ex * D * om + gout[f, i, j, 3] * P * D
-                        # nearest-edge distance: envelope theorem on the segment parameter
-                        g_d2 = g_x * s / sigma
-                        for k in ti.static(range(3)):
-                            if edge == k:
+            if face_grad[t] != 0:
+                ia = ti.max(ty * tile, bbox[f, t, 2])
+                ib = ti.min(ti.min(ty * tile + tile, H) - 1, bbox[f, t, 3])
+                ja = ti.max(tx * tile, bbox[f, t, 0])
+                jb = ti.min(ti.min(tx * tile + tile, W) - 1, bbox[f, t, 1])
+                gg = ti.Vector([0.0] * 9)  # d/d(x0 y0 x1 y1 x2 y2 z0 z1 z2)
+                gc = ti.Vector([0.0] * 18)  # d/d(M, A)
+                xs = ti.Vector([geom[f, t, 0], geom[f, t, 2], geom[f, t, 4]])
+                ys = ti.Vector([geom[f, t, 1], geom[f, t, 3], geom[f, t, 5]])
+                for i in range(ia, ib + 1):
+                    for j in range(ja, jb + 1):
+                        px = (j + 0.5) * scale
+                        py = (i + 0.5) * scale
+                        ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
+                        if ok:
+                            s = -1.0
+                            if inside:
+                                s = 1.0
+                            D, om = _sigmoid_pair(s * d2 / sigma)
+                            C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi = _shade(
+                                geom, col, uv, texid, tex, texsize, f, t, w
+                            )
+                            zp = 1.0 / Q
+                            zn = (far - zp) * inv_range
+                            m = state[f, i, j, 0]
+                            S = state[f, i, j, 1]
+                            P = state[f, i, j, 2]
+                            ex = ti.exp((zn - m) / gamma)
+                            wj = D * ex
+                            gs = ti.Vector([gout[f, i, j, 0], gout[f, i, j, 1],
+                                            gout[f, i, j, 2]]) / S
+                            rgb = ti.Vector([out[f, i, j, 0], out[f, i, j, 1], out[f, i, j, 2]])
+                            g_w = gs.dot(C - rgb)
+                            gC = gs * wj
+                            g_zn = g_w * wj / gamma
+                            g_x = g_w * ex * D * om + gout[f, i, j, 3] * P * D
+                            # nearest-edge distance: envelope theorem on the segment parameter
+                            g_d2 = g_x * s / sigma
+                            for k in ti.static(range(3)):
+                                if edge == k:
+                                    k1 = (k + 1) % 3
+                                    rx = px - xs[k] - te * (xs[k1] - xs[k])
+                                    ry = py - ys[k] - te * (ys[k1] - ys[k])
+                                    gg[2 * k] += -2.0 * g_d2 * rx * (1.0 - te)
+                                    gg[2 * k + 1] += -2.0 * g_d2 * ry * (1.0 - te)
+                                    gg[2 * k1] += -2.0 * g_d2 * rx * te
+                                    gg[2 * k1 + 1] += -2.0 * g_d2 * ry * te
+                            # colour
+                            gT = gC * Mi
+                            g_u = gT.dot(Tu)
+                            g_v = gT.dot(Tv)
+                            gb = ti.Vector([0.0, 0.0, 0.0])
+                            for k in ti.static(range(3)):
+                                for c in ti.static(range(3)):
+                                    gc[3 * k + c] += gC[c] * T[c] * b[k]
+                                    gc[9 + 3 * k + c] += gC[c] * b[k]
+                                    Mc = col[f, t, 3 * k + c]
+                                    gb[k] += gC[c] * (Mc * T[c] + col[f, t, 9 + 3 * k + c])
+                                gb[k] += g_u * uv[t, 2 * k] + g_v * uv[t, 2 * k + 1]
+                            if want_tex != 0 and texid[t] >= 0:
+                                _tex_scatter(gtex, texsize, texid[t], uu, vv, gT)
+                            # perspective-correct barycentrics and depth
+                            g_zp = -g_zn * inv_range
+                            gq = (gb - gb.dot(b)) / Q - g_zp * zp * zp
+                            gwc = gq / z
+                            for k in ti.static(range(3)):
+                                gg[6 + k] += -gq[k] * q[k] / z[k]
+                            gu = (gwc - gwc.dot(wc)) / U
+                            gw = ti.Vector([0.0, 0.0, 0.0])
+                            for k in ti.static(range(3)):
+                                if 0.0 <= w[k] and w[k] <= 1.0:
+                                    gw[k] = gu[k]
+                            gn = (gw - gw.dot(w)) / area
+                            # n_k = cross(v_{k+1} - p, v_{k+2} - p)
+                            for k in ti.static(range(3)):
                                 k1 = (k + 1) % 3
-                                rx = px - xs[k] - te * (xs[k1] - xs[k])
-                                ry = py - ys[k] - te * (ys[k1] - ys[k])
-                                gg[2 * k] += -2.0 * g_d2 * rx * (1.0 - te)
-                                gg[2 * k + 1] += -2.0 * g_d2 * ry * (1.0 - te)
-                                gg[2 * k1] += -2.0 * g_d2 * rx * te
-                                gg[2 * k1 + 1] += -2.0 * g_d2 * ry * te
-                        # colour
-                        gT = gC * Mi
-                        g_u = gT.dot(Tu)
-                        g_v = gT.dot(Tv)
-                        gb = ti.Vector([0.0, 0.0, 0.0])
-                        for k in ti.static(range(3)):
-                            for c in ti.static(range(3)):
-                                gc[3 * k + c] += gC[c] * T[c] * b[k]
-                                gc[9 + 3 * k + c] += gC[c] * b[k]
-                                Mc = col[f, t, 3 * k + c]
-                                gb[k] += gC[c] * (Mc * T[c] + col[f, t, 9 + 3 * k + c])
-                            gb[k] += g_u * uv[t, 2 * k] + g_v * uv[t, 2 * k + 1]
-                        if want_tex != 0 and texid[t] >= 0:
-                            _tex_scatter(gtex, texsize, texid[t], uu, vv, gT)
-                        # perspective-correct barycentrics and depth
-                        g_zp = -g_zn * inv_range
-                        gq = (gb - gb.dot(b)) / Q - g_zp * zp * zp
-                        gwc = gq / z
-                        for k in ti.static(range(3)):
-                            gg[6 + k] += -gq[k] * q[k] / z[k]
-                        gu = (gwc - gwc.dot(wc)) / U
-                        gw = ti.Vector([0.0, 0.0, 0.0])
-                        for k in ti.static(range(3)):
-                            if 0.0 <= w[k] and w[k] <= 1.0:
-                                gw[k] = gu[k]
-                        gn = (gw - gw.dot(w)) / area
-                        # n_k = cross(v_{k+1} - p, v_{k+2} - p)
-                        for k in ti.static(range(3)):
-                            k1 = (k + 1) % 3
-                            k2 = (k + 2) % 3
-                            gg[2 * k1] += gn[k] * (ys[k2] - py)
-                            gg[2 * k1 + 1] += -gn[k] * (xs[k2] - px)
-                            gg[2 * k2] += -gn[k] * (ys[k1] - py)
-                            gg[2 * k2 + 1] += gn[k] * (xs[k1] - px)
-            for k in ti.static(range(9)):
-                gentry[e, k] = gg[k]
-            for k in ti.static(range(18)):
-                gentry[e, 9 + k] = gc[k]
+                                k2 = (k + 2) % 3
+                                gg[2 * k1] += gn[k] * (ys[k2] - py)
+                                gg[2 * k1 + 1] += -gn[k] * (xs[k2] - px)
+                                gg[2 * k2] += -gn[k] * (ys[k1] - py)
+                                gg[2 * k2 + 1] += gn[k] * (xs[k1] - px)
+                for k in ti.static(range(9)):
+                    gentry[e, k] = gg[k]
+                for k in ti.static(range(18)):
+                    gentry[e, 9 + k] = gc[k]
 
 
 @ti.kernel

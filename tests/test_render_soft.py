@@ -326,3 +326,25 @@ def test_function_input_errors():
     bad[6] = torch.tensor([0, 5, -1], dtype=torch.int32)
     with pytest.raises(ValueError, match="past the 2 textures"):
         SoftRasterFunction.apply(*bad, st)
+
+
+def test_static_meshes_are_skipped_in_the_backward_pass_exactly():
+    """A mesh whose positions, colours and texture need no gradient (a static ground)
+    gets face_grad 0 and the backward pass skips its faces: the moving mesh's gradients
+    are bitwise those of a pass over every face. A static mesh whose colour is learned
+    is not skipped."""
+    r, verts = _two_mesh_scene(textured=True, W=24, H=18)
+    shift = torch.tensor([0.1, 0.05, 0.0], dtype=f64)
+    moving = torch.stack([verts[0], verts[0] + shift]).requires_grad_()
+    p, _ = r.prepare([moving, verts[1]])
+    T0 = r.meshes[0].num_faces
+    assert p["face_grad"][:T0].eq(1).all() and p["face_grad"][T0:].eq(0).all()
+    args = [p[k] for k in ("xy", "z", "col", "tex", "bg", "uv", "texid", "texsize")]
+    gout = torch.rand(2, 18, 24, 4, generator=torch.Generator().manual_seed(1), dtype=f64)
+    skipped = torch.autograd.grad(SoftRasterFunction.apply(*args, r.settings, p["face_grad"]),
+                                  moving, gout, retain_graph=True)[0]
+    every = torch.autograd.grad(SoftRasterFunction.apply(*args, r.settings), moving, gout)[0]
+    assert float(every.abs().max()) > 0 and torch.equal(skipped, every)
+    r.meshes[1].vertex_colors = r.meshes[1].vertex_colors.detach().clone().requires_grad_()
+    p, _ = r.prepare([moving, verts[1]])
+    assert p["face_grad"].eq(1).all()

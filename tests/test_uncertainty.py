@@ -73,3 +73,86 @@ def test_a_parameter_the_video_never_shows_is_flagged(scene):
                     supervision="3d", progress=False,
                     init={"velocity": np.array([0.9, 0.6, -0.4])})
     assert only.uncertainty["weak_directions"] == [] and only.warnings == []
+
+
+# ---- many unknowns: Lanczos on Gauss-Newton products ------------------------------------
+def _per_particle_velocity_fit(scene, target, supervision="video"):
+    """A fit of every particle's own initial velocity: 16 x 3 = 48 unknowns, more than a
+    dense Jacobian is built for."""
+    import dataclasses
+
+    n = scene.n * scene.n
+    true = np.tile(scene.params["velocity"].true, (n, 1))
+    scene.params["velocity"] = dataclasses.replace(scene.params["velocity"], true=true,
+                                                   shape=(n, 3))
+    init = {"velocity": true + 0.05}
+    return _Fit(scene, target, ["velocity"], init, "lbfgs", 1.0, 1, Stages(scene.frames),
+                0.0, supervision, get_loss("mse"), 0.0)
+
+
+def test_gauss_newton_products_and_lanczos_match_the_dense_matrix(scene):
+    """J^T J v from central differences and a reverse pass against the dense float64
+    finite-difference J^T J (48 unknowns); Lanczos' leading Ritz values against its
+    eigenvalues."""
+    from gradsim_taichi import uncertainty as unc
+
+    target = render_target(scene)
+    fit = _per_particle_velocity_fit(scene, target)
+    tensors = [fit.u["velocity"]]
+    x0 = tensors[0].detach().reshape(-1).clone()
+
+    def evaluate(x):
+        unc._set(tensors, x)
+        return fit.raw_residuals()
+
+    r0 = evaluate(x0)
+    jac = fd_jacobian(evaluate, x0, r0)
+    unc._set(tensors, x0)
+    dense = (jac.T @ jac).numpy()
+    product = unc.gauss_newton_product(fit, tensors, x0, r0, evaluate)
+    v = torch.randn(len(x0), generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    np.testing.assert_allclose(product(v).numpy(), dense @ v.numpy(), rtol=1e-5,
+                               atol=1e-6 * np.abs(dense).max())
+    theta, vectors = unc.lanczos(lambda w: torch.as_tensor(dense) @ w, len(x0), 8)
+    eig = np.sort(np.linalg.eigvalsh(dense))[::-1]
+    assert theta[0] == pytest.approx(eig[0], rel=1e-6)  # the leading one converges first
+    assert np.all(theta <= eig[: len(theta)] * (1 + 1e-9))  # Ritz values: lower bounds
+    ritz = vectors[:, 0]
+    assert abs(ritz @ dense @ ritz - theta[0]) <= 1e-8 * eig[0]
+
+
+def test_many_unknowns_get_a_spectrum_and_a_plain_warning(scene):
+    """48 unknowns without a basis: no per-parameter interval, but the spectrum over all
+    of them, the directions the video determines counted, and a note that says the rest
+    were not resolved."""
+    from gradsim_taichi.uncertainty import LANCZOS_STEPS, local_uncertainty
+
+    target = render_target(scene)
+    fit = _per_particle_velocity_fit(scene, target)
+    out = local_uncertainty(fit)
+    spec = out["spectrum"]
+    assert spec["unknowns"] == 48 and spec["products"] == LANCZOS_STEPS
+    assert spec["curvatures"] == sorted(spec["curvatures"], reverse=True)
+    assert spec["curvatures"][0] > 0 and 1 <= spec["determined_of_found"] <= LANCZOS_STEPS
+    assert out["params"]["velocity"]["ci95"] is None
+    assert "48 unknowns" in spec["note"] and "not resolved" in spec["note"]
+
+
+def test_a_field_the_video_never_shows_is_flagged_by_the_spectrum():
+    """Every particle's own mass (36 unknowns) of a sheet in free flight: no combination
+    of them changes the motion; the spectrum finds no determined direction and flags
+    the weakest it found."""
+    import dataclasses
+
+    from gradsim_taichi.uncertainty import local_uncertainty
+
+    scene = SpringSheet(frames=5, n=6)
+    scene.params["mass"] = dataclasses.replace(scene.params["mass"], true=np.full(36, 0.05),
+                                               shape=(36,))
+    scene.build()
+    target = render_target(scene, "3d")
+    fit = _Fit(scene, target, ["mass"], {"mass": np.full(36, 0.08)}, "lbfgs", 1.0, 1,
+               Stages(scene.frames), 0.0, "3d", get_loss("mse"), 0.0)
+    out = local_uncertainty(fit)
+    assert out["spectrum"]["unknowns"] == 36 and out["spectrum"]["determined_of_found"] == 0
+    assert any(w.startswith("the video does not determine mass[") for w in out["warnings"])

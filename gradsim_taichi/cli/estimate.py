@@ -126,7 +126,7 @@ def cmd_estimate(args) -> int:
         spread = (result.uncertainty or {}).get("params", {})
         for n, est in result.params.items():
             line = f"{n:>14}: estimate {_fmt(est)}"
-            if n in spread:
+            if spread.get(n, {}).get("ci95") is not None:
                 low, high = spread[n]["ci95"]
                 line += f" +- {_fmt(spread[n]['std'])} (95%: {_fmt(low)}..{_fmt(high)})"
             line += f"  init {_fmt(result.init[n])}"

@@ -207,11 +207,13 @@ class Scene:
         if getattr(self, "_generation", None) != runtime.generation():
             self.build()
 
-    def simulate(self, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Rollout with ``{param name: tensor}`` (names of :attr:`params`)."""
+    def simulate(self, values: dict[str, torch.Tensor], frames: int | None = None
+                 ) -> dict[str, torch.Tensor]:
+        """Rollout with ``{param name: tensor}`` (names of :attr:`params`), of the first
+        ``frames`` frames (default: all)."""
         self.ensure_built()
         engine = {self.params[k].sim_name: v for k, v in values.items()}
-        return simulate(self.sim, engine)
+        return simulate(self.sim, engine, frames)
 
     def vertices(self, outputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """Per render part, vertex positions ``[F + 1, V_k, 3]``."""

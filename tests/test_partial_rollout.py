@@ -1,0 +1,85 @@
+"""A rollout of the first k frames (``simulate(..., frames=k)``): what an estimation's
+horizon stages run. Its positions are the full rollout's first k + 1 frames and its
+gradients those of the full rollout under a loss that ignores the later frames; the
+backward pass starts at frame k."""
+
+import numpy as np
+import pytest
+import torch
+from runtime_arch import TEST_ARCH
+
+import gradsim_taichi as gs
+
+
+@pytest.fixture(autouse=True)
+def _runtime():
+    gs.init(arch=TEST_ARCH, precision="f64", threads=1)
+
+
+def rigid_sim(checkpoint=True):
+    b = gs.ModelBuilder(contact_ke=2e3, contact_kd=10.0, contact_kf=50.0, contact_mu=0.5)
+    body = b.add_rigid_box((0.2, 0.1, 0.15), mass=1.0, position=(0.0, 0.12, 0.0),
+                           orientation=(0.95, 0.1, 0.2, 0.05), velocity=(1.0, -0.5, 0.0),
+                           angular_velocity=(0.5, 2.0, 0.3))
+    b.add_body_impulse(body, (0.5, 0.2, 0.0), point=(0.05, 0.0, 0.0), start=0.02)
+    return gs.Simulation(b.finalize(), frames=12, substeps=16, checkpoint=checkpoint), "rigid"
+
+
+def cloth_sim(checkpoint=True):
+    b = gs.ModelBuilder(contact_ke=1e3, contact_kd=1.0, contact_kf=1.0, contact_mu=0.5)
+    b.add_cloth_grid((0.3, 0.3), (3, 3), origin=(0.0, 0.05, 0.0), density=1.0,
+                     velocity=(0.5, -1.0, 0.2), tri_ke=20.0, tri_ka=20.0, tri_kd=0.05,
+                     edge_ke=0.01)
+    return gs.Simulation(b.finalize(), frames=12, substeps=16, checkpoint=checkpoint), "particles"
+
+
+PARAMS = {"rigid": ("body_mass", "contact_ke", "body_velocity"),
+          "particles": ("mass", "contact_kd", "initial_velocity")}
+
+
+@pytest.mark.parametrize("make", [rigid_sim, cloth_sim])
+@pytest.mark.parametrize("checkpoint", [True, False])
+def test_the_first_k_frames_and_their_gradients_equal_the_full_rollouts(make, checkpoint):
+    sim, out = make(checkpoint)
+    names = PARAMS[out]
+    base = {n: torch.tensor(sim.get_param(n)) for n in names}
+    full = gs.simulate(sim, base)[out].detach()
+    k = 5
+    weights = torch.tensor(np.random.default_rng(0).normal(size=tuple(full.shape)))
+    weights[k + 1:] = 0.0
+
+    def grads(frames):
+        leaves = {n: v.clone().requires_grad_(True) for n, v in base.items()}
+        x = gs.simulate(sim, leaves, frames=frames)[out]
+        (x * weights[: len(x)]).sum().backward()
+        return x.detach(), {n: leaves[n].grad for n in names}
+
+    part, g_part = grads(k)
+    assert part.shape[0] == k + 1
+    np.testing.assert_allclose(part.numpy(), full[: k + 1].numpy(), rtol=0, atol=1e-14)
+    assert float((full[k + 1:] - full[k]).abs().max()) > 1e-3  # later frames differ
+    _, g_full = grads(None)
+    for n in names:
+        assert float(g_full[n].abs().max()) > 0, n
+        np.testing.assert_allclose(g_part[n].numpy(), g_full[n].numpy(), rtol=1e-12,
+                                   atol=1e-12 * float(g_full[n].abs().max()), err_msg=n)
+
+
+def test_a_rollout_in_between_is_redone_with_the_same_frames():
+    """Backward of a k-frame rollout after another rollout ran on the same Simulation."""
+    sim, _ = rigid_sim()
+    m = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    x = gs.simulate(sim, {"body_mass": m}, frames=4)["rigid"]
+    loss = x[-1, :, 0].sum()
+    gs.simulate(sim, {"body_mass": torch.tensor(2.0, dtype=torch.float64)})  # all 12
+    loss.backward()
+    m2 = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    gs.simulate(sim, {"body_mass": m2}, frames=4)["rigid"][-1, :, 0].sum().backward()
+    assert float(m.grad) == pytest.approx(float(m2.grad), rel=1e-13) and float(m.grad) != 0
+
+
+@pytest.mark.parametrize("frames", [0, 13, 2.5, True])
+def test_a_frame_count_out_of_range_is_named(frames):
+    sim, _ = rigid_sim()
+    with pytest.raises(ValueError, match=r"frames must be an integer in \[1, 12\]"):
+        gs.simulate(sim, {}, frames=frames)
