@@ -129,6 +129,10 @@ mass = MASS
     assert float((f_unknown - f_known).abs().max()) <= 1e-12
     x_other, _ = rollout(unknown, {"mass_1": t(1.7, dtype=torch.float64)})
     assert float((x_other - x_known).abs().max()) > 1e-4  # mass_0 is sqrt(24), not 3
+    # the first frames only (an estimation's horizons)
+    part = unknown.simulate({"mass_0": t(3.0, dtype=torch.float64),
+                             "mass_1": t(1.7, dtype=torch.float64)}, 4)["rigid"]
+    assert part.shape[0] == 5 and float((part - x_known[:5]).abs().max()) <= 1e-12
 
 
 def test_a_force_over_one_frame_is_the_impulse_over_that_frame():

@@ -648,13 +648,15 @@ class FileScene(Scene):
                                      wall_color=tuple(st["wall_color"])))
         return parts
 
-    def simulate(self, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Rollout with ``{param name: tensor}``; with several objects the unknown masses
-        ``mass_<i>`` are put into the per-body mass vector, the others at the values the
-        model was built with (known masses, the unknowns' truths)."""
+    def simulate(self, values: dict[str, torch.Tensor], frames: int | None = None
+                 ) -> dict[str, torch.Tensor]:
+        """Rollout with ``{param name: tensor}`` of the first ``frames`` frames (default:
+        all); with several objects the unknown masses ``mass_<i>`` are put into the
+        per-body mass vector, the others at the values the model was built with (known
+        masses, the unknowns' truths)."""
         masses = self._mass_params()
         if len(self.spec["objects"]) == 1 or not any(n in values for n in masses):
-            return super().simulate(values)
+            return super().simulate(values, frames)
         self.ensure_built()
         from gradsim_taichi.torch_bridge import simulate
 
@@ -664,7 +666,7 @@ class FileScene(Scene):
                   for i in range(len(built))]
         engine = {self.params[k].sim_name: v for k, v in values.items() if k not in masses}
         engine["body_mass"] = torch.stack(column)
-        return simulate(self.sim, engine)
+        return simulate(self.sim, engine, frames)
 
 
 def _name_of(masses: dict, index: int):
