@@ -95,6 +95,33 @@ def test_estimate_the_unknown_mass_from_a_scene_file():
     assert abs(est - 4.0) / 4.0 < 1e-9  # measured: 5e-14 (seeds 0-2 reach 2e-14..5e-14)
 
 
+def test_estimate_two_unknown_masses_of_two_objects():
+    second = """
+[[objects]]
+kind = "rigid"
+shape = "sphere"
+radius = 0.1
+subdivisions = 1
+position = [0.3, 0.3, 0.0]
+color = [0.2, 0.3, 0.8]
+shading = "flat"
+mass = { unknown = true, guess_low = 0.5, guess_high = 2.0, true = 1.0 }
+
+[[pushes]]
+object = 1
+kind = "impulse"
+vector = [-1.0, 1.0, 0.0]
+duration = 0.016666666666666666
+"""
+    scene = scene_from_toml(BASE + second)
+    result = estimate(scene, render_target(scene), iters=12, seed=0, progress=False,
+                      uncertainty=False)
+    truth = {"mass_0": 4.0, "mass_1": 1.0}
+    assert any(abs(float(result.init[n]) - v) / v > 0.05 for n, v in truth.items())
+    for name, value in truth.items():  # measured: 1.1e-9 and 4.8e-10
+        assert abs(float(result.params[name]) - value) / value < 1e-6
+
+
 def test_unknown_mass_without_truth_is_built_at_the_geometric_mean():
     scene = scene_from_toml(BASE.replace(", true = 4.0", ""))
     assert scene.truth_given == {"mass": False}
