@@ -34,9 +34,7 @@ from gradsim_taichi.optimisers import LevenbergMarquardt, fd_jacobian
 from gradsim_taichi.render import rasterizer
 from gradsim_taichi.scenes import make_scene
 from gradsim_taichi.scenes.base import Scene
-
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from timing import ARCH  # noqa: E402
+from timing import ARCH  # benchmarks/ is the script's folder: on sys.path
 
 PRESETS = ("rigid-mass", "rigid-contact", "fem-beam", "fem-ball", "cloth-velocity")
 

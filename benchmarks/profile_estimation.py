@@ -38,6 +38,7 @@ import gradsim_taichi as gs
 from gradsim_taichi import estimation, objectives, simulation, torch_bridge
 from gradsim_taichi.render import raster_autograd, rasterizer
 from gradsim_taichi.scenes import make_scene
+from timing import ARCH  # benchmarks/ is the script's folder: on sys.path
 
 PRESETS = ("rigid-mass", "rigid-contact", "fem-beam", "fem-ball", "cloth-velocity")
 PARTS = ("sim forward", "sim backward", "bridge", "render forward", "render backward",
@@ -206,7 +207,7 @@ def main(argv=None) -> int:
     if unknown:
         print(f"unknown presets {unknown}; expected some of {PRESETS}", file=sys.stderr)
         return 2
-    gs.init(arch="auto", precision="f64", threads=args.threads)
+    gs.init(arch=ARCH, precision="f64", threads=args.threads)
     rows = []
     for name in names:
         print(f"profiling {name} ...", file=sys.stderr, flush=True)

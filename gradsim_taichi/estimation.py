@@ -19,7 +19,20 @@ import torch
 
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import EstimationError, StateError
-from gradsim_taichi.objectives import Stages, blur_frames, check_blur, check_target, get_loss
+from gradsim_taichi.objectives import (
+    SPREAD_TOL,
+    Stages,
+    blur_frames,
+    check_blur,
+    check_frame_range,
+    check_mask,
+    check_target,
+    first_contact,
+    get_loss,
+    needs_mask,
+    parse_warmup,
+    relative_spread,
+)
 from gradsim_taichi.optimisers import KINDS, Optimiser
 from gradsim_taichi.reports import jsonable, plot_history, save_compare_videos
 from gradsim_taichi.reports import write_report as _write_report
@@ -30,6 +43,10 @@ from gradsim_taichi.uncertainty import local_uncertainty
 # L-BFGS step whose line search failed moves nothing once, then restarts its memory and
 # moves again unless it is at the minimum)
 CONVERGED_PATIENCE = 2
+# stage_contact: a change of an estimate after the pre-contact stage, relative, above
+# which the run warns that the contact frames pull it away (the presets' own targets,
+# with a 3-iteration stage, move by at most ~1e-4)
+CONTACT_PULL_TOL = 1e-3
 
 __all__ = ["estimate", "render_target", "check_target", "blur_frames", "write_report",
            "EstimationResult", "EstimationError"]
@@ -53,6 +70,14 @@ class EstimationResult:
         settings: every setting the run used (defaults resolved).
         uncertainty: per parameter ``std`` and ``ci95`` and the weak directions (see
             :func:`gradsim_taichi.uncertainty.local_uncertainty`), or None.
+        loss: the loss at the estimate over every fitted frame (the final objective).
+        stages: per stage of the run (horizons, the pre-contact stage, the coarse stage,
+            then the final objective) ``{"first_frame", "last_frame", "end_iteration",
+            "params"}``: the estimate when it ended.
+        restarts: with ``restarts > 1``, per restart ``{"seed", "params", "loss",
+            "status", "iterations"}`` (this result is the one with the lowest loss);
+            spread: per parameter the restarts' relative spread
+            (:func:`gradsim_taichi.objectives.relative_spread`).
     """
 
     params: dict
@@ -66,6 +91,10 @@ class EstimationResult:
     warnings: list = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     uncertainty: dict | None = None
+    loss: float | None = None
+    stages: list = field(default_factory=list)
+    restarts: list = field(default_factory=list)
+    spread: dict = field(default_factory=dict)
 
     def errors(self) -> dict:
         """Per parameter: mean absolute error and mean absolute relative error."""
@@ -88,6 +117,17 @@ def render_target(scene: Scene, supervision: str = "video") -> torch.Tensor:
         if supervision == "3d":
             return scene.tracked_positions(out)
         return scene.render(out)
+
+
+def render_target_mask(scene: Scene) -> torch.Tensor:
+    """The target mask ``[frames + 1, H, W]`` of a target from :func:`render_target`: 1
+    where the simulated objects cover more than half of a pixel at the scene's ground
+    truth, else 0 (binary, like a mask from a video)."""
+    scene.ensure_built()
+    with torch.no_grad():
+        coverage = scene.render(scene.simulate(scene.true_values(scene.params)),
+                                coverage=True)[..., 3]
+    return (coverage > 0.5).to(coverage.dtype)
 
 
 def estimate(
@@ -113,6 +153,10 @@ def estimate(
     tol: float = 1e-10,
     true: dict | None = None,
     uncertainty: bool = True,
+    mask=None,
+    frame_range=None,
+    stage_contact: int = 0,
+    restarts: int = 1,
 ) -> EstimationResult:
     """Estimate physical parameters of ``scene`` from ``target_frames``.
 
@@ -168,7 +212,36 @@ def estimate(
         uncertainty: at the end, the local Gauss-Newton uncertainty of the estimate and
             the parameter combinations the video does not determine
             (:mod:`gradsim_taichi.uncertainty`; two simulations per unknown).
+        mask: the target mask ``[frames + 1, H, W]`` in [0, 1] (1: object) for the mask
+            losses (``"silhouette"``, ``"masked"``), which compare it with the objects'
+            rendered coverage; see :func:`gradsim_taichi.objectives.mask_from_video`,
+            :func:`~gradsim_taichi.objectives.mask_from_plate`, :func:`render_target_mask`.
+        frame_range: ``(first, last)``: fit only these frames (inclusive; the simulation
+            still starts at frame 0). Default: every frame.
+        stage_contact: > 0: a first stage of this many iterations on the frames before
+            the first contact with the ground, found in the simulation at the initial
+            guess (:func:`gradsim_taichi.objectives.first_contact`); the flight shows
+            the pushed body's mass without the contact model's mismatch. ``stages`` in
+            the result shows the estimate after it and after the full video.
+        restarts: run this many estimations from initial guesses drawn with seeds
+            ``seed .. seed + restarts - 1`` (names in ``init`` keep their value) and
+            return the one with the lowest final loss, each run's estimate and loss in
+            ``restarts`` and their spread in ``spread``; when some parameter's relative
+            spread is above :data:`gradsim_taichi.objectives.SPREAD_TOL` a warning says
+            the guesses disagree (several minima, or runs that did not converge).
+            With ``out_dir``, restart k keeps its resume state in ``out_dir/restart-k``.
     """
+    if isinstance(restarts, bool) or int(restarts) != restarts or restarts < 1:
+        raise ValueError(f"restarts must be a positive integer; got {restarts!r}")
+    if restarts > 1:
+        return _estimate_restarts(
+            scene, target_frames, int(restarts), seed, out_dir, callback,
+            dict(params=params, iters=iters, lr=lr, optimizer=optimizer,
+                 frame_stride=frame_stride, loss=loss, supervision=supervision, init=init,
+                 resume=resume, save_every=save_every, progress=progress, warmup=warmup,
+                 coarse_iters=coarse_iters, blur=blur, tol=tol, true=true,
+                 uncertainty=uncertainty, mask=mask, frame_range=frame_range,
+                 stage_contact=stage_contact))
     names = scene.check_params(params if params else scene.default_params)
     iters = scene.iters if iters is None else iters
     lr = scene.lr if lr is None else lr
@@ -181,9 +254,12 @@ def estimate(
         raise ValueError(f"supervision must be 'video' or '3d'; got {supervision!r}")
     if optimizer not in KINDS:
         raise ValueError(f"optimizer must be one of {KINDS}; got {optimizer!r}")
-    stages = Stages(scene.frames, scene.warmup if warmup is None else warmup,
-                    scene.coarse_iters if coarse_iters is None else coarse_iters,
-                    frame_stride)
+    if isinstance(stage_contact, bool) or int(stage_contact) != stage_contact or stage_contact < 0:
+        raise ValueError(f"stage_contact must be an integer >= 0 (iterations); got "
+                         f"{stage_contact!r}")
+    warmup = parse_warmup(scene.warmup if warmup is None else warmup)
+    coarse_iters = scene.coarse_iters if coarse_iters is None else coarse_iters
+    Stages(scene.frames, warmup, coarse_iters, frame_stride, frame_range)  # checks
     blur = 0.0 if supervision == "3d" else check_blur(scene.blur if blur is None else blur)
     if optimizer == "lm" and loss != "mse":
         raise ValueError("optimizer 'lm' fits the residuals of the MSE; it cannot use a "
@@ -193,8 +269,14 @@ def estimate(
     loss_fn = get_loss(loss)
     scene.ensure_built()
     target = check_target(scene, target_frames, supervision)
+    target = _with_mask(scene, target, mask, loss_fn, loss, supervision)
     init = _initial_values(scene, names, init, seed)
     truth = _truth(scene, names, true)
+    contact_note = None
+    if stage_contact:
+        warmup, contact_note = _contact_stage(scene, names, init, stage_contact, warmup,
+                                              check_frame_range(frame_range, scene.frames))
+    stages = Stages(scene.frames, warmup, coarse_iters, frame_stride, frame_range)
     fit = _Fit(scene, target, names, init, optimizer, lr, iters, stages, blur, supervision,
                loss_fn, tol)
 
@@ -217,15 +299,135 @@ def estimate(
                       frame_stride=frame_stride, loss=loss if isinstance(loss, str)
                       else getattr(loss, "__name__", "custom"), supervision=supervision,
                       seed=seed, warmup=stages.horizons, coarse_iters=stages.coarse_iters,
-                      blur=blur, tol=tol),
+                      blur=blur, tol=tol, frame_range=list(stages.range),
+                      stage_contact=stage_contact),
     )
     result.warnings = _warnings(result, stages, iters)
+    if contact_note:
+        result.warnings.append(contact_note)
+    result.stages = fit.stage_log + [dict(stages.stage_of(max(run.iterations - 1, 0)),
+                                          end_iteration=run.iterations,
+                                          params=_plain_values(result.params))]
+    flight = next((s for s in fit.stage_log if stage_contact and contact_note is None
+                   and s["end_iteration"] == stage_contact), None)
+    if flight is not None:
+        result.warnings += _contact_pull(flight, result.stages[-1])
     if uncertainty:
         result.uncertainty = local_uncertainty(fit)
         result.warnings += result.uncertainty.get("warnings", [])
+    # one more evaluation, after the uncertainty: benchmarks/profile_estimation.py counts
+    # the iterations' share of the time up to the uncertainty
+    result.loss = fit.final_loss()
     if run.stopped:
         raise EstimationError(run.message, result)
     return result
+
+
+def _with_mask(scene, target, mask, loss_fn, loss, supervision):
+    """The target with the mask as channel 3, for the mask losses."""
+    name = loss if isinstance(loss, str) else getattr(loss, "__name__", "custom")
+    if not needs_mask(loss_fn):
+        if mask is not None:
+            raise ValueError(f"a target mask is compared only by the mask losses "
+                             f"('silhouette', 'masked'); loss {name!r} does not use it")
+        return target
+    if supervision == "3d":
+        raise ValueError(f"loss {name!r} compares images; 3D supervision has none")
+    if mask is None:
+        raise ValueError(f"loss {name!r} compares the objects' coverage with a target "
+                         "mask: give one (mask=...; the CLI's --mask or "
+                         "--background-plate)")
+    return torch.cat([target[..., :3], check_mask(scene, mask)[..., None]], -1)
+
+
+def _contact_stage(scene, names, init, iters, warmup, frame_range):
+    """The horizons with the pre-contact stage first, and a note when there is none."""
+    dtype = runtime.torch_dtype()
+    ground = scene.sim.model.ground
+    if ground is None:
+        return warmup, "stage_contact: the scene has no ground; no pre-contact stage"
+    with torch.no_grad():
+        out = scene.simulate({n: torch.as_tensor(init[n], dtype=dtype) for n in names})
+        positions = scene.tracked_positions(out)
+    if not torch.isfinite(positions).all():
+        return warmup, "stage_contact: the initial guess's simulation is not finite"
+    contact = first_contact(positions, ground.height + ground.radius)
+    if contact is None:
+        return warmup, ("stage_contact: nothing touches the ground at the initial guess; "
+                        "no pre-contact stage")
+    last = contact - 1
+    if last < frame_range[0] + 1:
+        return warmup, (f"stage_contact: the first contact (frame {contact} at the initial "
+                        f"guess) leaves too few frames before it; no pre-contact stage")
+    return [(int(iters), last)] + list(warmup), None
+
+
+def _contact_pull(flight: dict, final: dict) -> list:
+    """A warning when the estimate moved beyond :data:`CONTACT_PULL_TOL` between the end
+    of the pre-contact stage and the end of the run."""
+    out = []
+    for n, before in flight["params"].items():
+        b, a = np.asarray(before, dtype=np.float64), np.asarray(final["params"][n])
+        moved = float(np.abs(a - b).max() / max(float(np.abs(b).mean()), 1e-12))
+        if moved > CONTACT_PULL_TOL:
+            out.append(
+                f"'{n}' moved by {moved:.2e} (relative) after the pre-contact stage "
+                f"({_short(b)} -> {_short(a)}): the frames with contact pull it away, so "
+                f"the contact model may not match the video (or the stage did not "
+                f"converge); frames {flight['first_frame']}..{flight['last_frame']} alone "
+                f"(--frame-range {flight['first_frame']}:{flight['last_frame']}) fit the "
+                "flight only")
+    return out
+
+
+def _plain_values(params: dict) -> dict:
+    return {n: jsonable(v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v)
+            for n, v in params.items()}
+
+
+def _estimate_restarts(scene, target_frames, restarts, seed, out_dir, callback, kw):
+    """``estimate`` from ``restarts`` seeds; the lowest final loss, every run recorded."""
+    runs = []
+    for k in range(restarts):
+        sub = None if out_dir is None else Path(out_dir) / f"restart-{k}"
+        try:
+            r = estimate(scene, target_frames, seed=seed + k, out_dir=sub,
+                         callback=callback, **kw)
+        except EstimationError as e:
+            r = e.result
+        runs.append(r)
+    ok = [r for r in runs if r.status != "stopped" and r.loss is not None
+          and math.isfinite(r.loss)]
+    best = min(ok or runs, key=lambda r: r.loss if r in ok else math.inf)
+    best.restarts = [dict(seed=seed + k, params=_plain_values(r.params), loss=r.loss,
+                          status=r.status, iterations=r.iterations)
+                     for k, r in enumerate(runs)]
+    best.spread = {n: relative_spread([r.params[n] for r in ok]) for n in best.params} \
+        if len(ok) > 1 else {}
+    best.seconds = sum(r.seconds for r in runs)
+    best.settings = {**best.settings, "seed": seed, "restarts": restarts,
+                     "best_seed": seed + runs.index(best)}
+    apart = {n: v for n, v in best.spread.items() if v > SPREAD_TOL}
+    if apart:
+        what = "; ".join(
+            f"{n}: relative spread {v:.2e}, estimates "
+            + ", ".join(_short(r.params[n]) for r in ok) for n, v in apart.items())
+        best.warnings.append(
+            f"the {restarts} restarts disagree beyond {SPREAD_TOL:g} ({what}): the loss has "
+            f"more than one minimum within the guesses' range, or the runs did not "
+            f"converge; the lowest loss (seed {seed + runs.index(best)}) is reported but "
+            "may be the wrong minimum")
+    if len(ok) < len(runs):
+        best.warnings.append(f"{len(runs) - len(ok)} of {restarts} restarts stopped early "
+                             "(NaN/inf) and were not compared")
+    if not ok:
+        raise EstimationError(best.message, best)
+    return best
+
+
+def _short(x) -> str:
+    x = np.asarray(x, dtype=np.float64)
+    return f"{float(x):.4g}" if x.ndim == 0 else f"mean {x.mean():.4g}"
 
 
 def _truth(scene, names, true) -> dict:
@@ -285,6 +487,8 @@ class _Fit:
         self.scene, self.target, self.names, self.init = scene, target, names, init
         self.stages, self.blur, self.supervision = stages, blur, supervision
         self.loss_fn, self.kind, self.tol = loss_fn, optimizer, tol
+        self.with_mask = needs_mask(loss_fn)
+        self.stage_log = []  # the estimate at the end of each stage
         self.still = 0  # iterations in a row within the tolerance
         self.last_loss = None  # normalised loss of the previous iteration
         self.specs = {n: scene.params[n] for n in names}
@@ -300,7 +504,8 @@ class _Fit:
         # coarse stage: projectors onto each basis (orthonormal columns), anchored at the
         # values the stage starts from
         dtype = runtime.torch_dtype()
-        self.bases = {n: torch.as_tensor(s.basis, dtype=dtype) for n, s in self.specs.items()
+        self.bases = {n: torch.as_tensor(s.basis, dtype=dtype, device=runtime.torch_device())
+                      for n, s in self.specs.items()
                       if s.basis is not None and stages.coarse_iters > 0}
         if self.bases and optimizer == "lm":
             raise ValueError(f"coarse_iters with optimizer 'lm': {', '.join(self.bases)} "
@@ -323,7 +528,7 @@ class _Fit:
             return None
         if self.supervision == "3d":
             return self.scene.tracked_positions(out)[frame_ids]
-        pred = self.scene.render(out, frame_ids)
+        pred = self.scene.render(out, frame_ids, coverage=self.with_mask)
         return pred[..., :3] if self.target.shape[-1] == 3 else pred
 
     def raw_residuals(self):
@@ -357,6 +562,15 @@ class _Fit:
         self._note(pred)
         return self.loss_fn(blur_frames(pred, self.blur), self.compared[frame_ids])
 
+    def final_loss(self) -> float:
+        """The loss (unscaled) at the current values over every fitted frame."""
+        ids = self.stages.all_ids
+        with torch.no_grad():
+            pred = self.predict(ids)
+            if pred is None:
+                return math.inf
+            return float(self.loss_fn(blur_frames(pred, self.blur), self.compared[ids]))
+
     def closure(self):
         for t in self.u.values():
             t.grad = None
@@ -388,6 +602,8 @@ class _Fit:
     def step(self, it):
         self.iteration = it
         if self.stages.starts_new_objective(it):
+            self.stage_log.append(dict(self.stages.stage_of(it - 1), end_iteration=it,
+                                       params=_plain_values(self.values())))
             self.opt.restart()
             self.scale, self.still, self.last_loss = None, 0, None
         self.rendered = None
@@ -441,7 +657,7 @@ class _Fit:
 
     def state_dict(self):
         return {"names": self.names, "u": self.snapshot(), "optimizer": self.opt.state_dict(),
-                "init": self.init, "loss_scale": self.scale}
+                "init": self.init, "loss_scale": self.scale, "stages": self.stage_log}
 
     def load_state_dict(self, state):
         if not isinstance(state, dict) or state.get("names") != self.names:
@@ -454,6 +670,7 @@ class _Fit:
         self.restore(state["u"])
         self.opt.load_state_dict(state["optimizer"])
         self.init, self.scale = state["init"], state["loss_scale"]
+        self.stage_log = list(state.get("stages", []))
         self._anchor()
 
     def _anchor(self):
@@ -461,7 +678,8 @@ class _Fit:
 
 
 def _to_param(spec, value) -> torch.Tensor:
-    v = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=runtime.torch_dtype())
+    v = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=runtime.torch_dtype(),
+                        device=runtime.torch_device())
     return (torch.log(v) if spec.positive else v).detach().clone().requires_grad_(True)
 
 
@@ -491,6 +709,9 @@ def write_report(path, scene: Scene, result: EstimationResult, settings: dict | 
             "warnings": result.warnings, "params": per_param,
             "uncertainty": {k: v for k, v in (result.uncertainty or {}).items()
                             if k != "params"},
+            "loss": result.loss, "stages": result.stages,
+            **({"restarts": result.restarts, "spread": result.spread} if result.restarts
+               else {}),
             "loss_history": [h["loss"] for h in result.history], "history": result.history,
             "iterations": result.iterations, "seconds": result.seconds}
     return _write_report(path, body, {**result.settings, **(settings or {})})
@@ -509,7 +730,8 @@ def write_outputs(out_dir, scene: Scene, result: EstimationResult, target,
     dtype = runtime.torch_dtype()
     with torch.no_grad():
         video, initial = (scene.render(scene.simulate(
-            {n: torch.as_tensor(v, dtype=dtype) for n, v in values.items()}))
+            {n: torch.as_tensor(v, dtype=dtype, device=runtime.torch_device())
+             for n, v in values.items()}))
             for values in (result.params, result.init))
         pixels = target if result.settings.get("supervision") != "3d" else render_target(scene)
     mp4, gif = save_compare_videos(out_dir, pixels, video, fps=scene.fps, initial=initial)

@@ -1,10 +1,16 @@
-"""What a run compares, and how: targets, stages and frame selection, blur, losses.
+"""What a run compares, and how: targets, masks, stages and frame selection, blur,
+losses.
 
-- :func:`check_target`: a target video (or 3D positions) checked against a scene.
-- :class:`Stages`: growing horizons (which frames each iteration fits) and the coarse
-  stage (the first iterations within a parameter basis).
+- :func:`check_target`, :func:`check_mask`: a target video (or 3D positions) and a
+  target mask checked against a scene.
+- :func:`mask_from_video`, :func:`mask_from_plate`: target masks from a mask video or by
+  difference keying against a background plate.
+- :class:`Stages`: growing horizons (which frames each iteration fits), the frame
+  range, the pre-contact stage (:func:`first_contact`) and the coarse stage.
 - :func:`blur_frames`: a Gaussian blur of both videos before the loss.
-- :data:`LOSSES` / :func:`get_loss`: the losses by name (``"mse"``), or a callable.
+- :data:`LOSSES` / :func:`get_loss`: the losses by name (``"mse"``, ``"robust"``,
+  ``"silhouette"``, ``"masked"``), or a callable.
+- :func:`relative_spread`: how far apart the estimates of several restarts are.
 - :func:`image_loss`: the control tasks' loss (last-frame pixel MSE plus an action
   regulariser).
 """
@@ -18,14 +24,85 @@ import torch
 
 from gradsim_taichi import runtime
 
-
 # ---- losses ---------------------------------------------------------------------------
+# The mask losses (``needs_mask = True``) read channel 3 of both videos as the object's
+# coverage: in the rendered frames the coverage of the simulated objects alone (ground
+# and backdrop excluded; ``Scene.render(..., coverage=True)``), in the target the target
+# mask in [0, 1] (1: object). Channels 0..2 are RGB.
+
+# Charbonnier scale of the "robust" loss, in pixel units ([0, 1] images): residuals well
+# below it are penalised quadratically (r^2 / 2 eps), well above it linearly (|r|), so a
+# shadow or a highlight the model cannot draw pulls with a bounded force. 1e-2 is above
+# 8-bit quantisation (1/255) and typical compression noise, below any real mismatch.
+ROBUST_EPS = 1e-2
+# soft IoU: added to intersection and union, so a frame where neither video shows the
+# object costs nothing (and nothing divides by zero); in pixels
+IOU_SMOOTH = 1e-6
+# weight of the silhouette term in the "masked" loss (see masked_loss). 0 by default:
+# measured on rigid-mass (64 px, a soft shadow the model cannot draw, the true binary
+# mask), the colours inside the mask alone recover the mass to 1e-14 from 2 and from
+# 12 kg, while a silhouette weight of 1e-3 already costs 1e-4 (0.1: 5e-4): a binary
+# mask's outline is only good to a pixel, so its soft IoU is best slightly off the truth
+MASKED_SILHOUETTE_WEIGHT = 0.0
+
+
 def mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean squared error over every element."""
     return ((pred - target) ** 2).mean()
 
 
-LOSSES = {"mse": mse}
+def robust(pred: torch.Tensor, target: torch.Tensor, eps: float = ROBUST_EPS) -> torch.Tensor:
+    """Charbonnier loss, the mean of ``sqrt(r^2 + eps^2) - eps`` over every element
+    (``r = pred - target``; ``eps``: :data:`ROBUST_EPS`, pixel units): quadratic for
+    small residuals, linear for large ones (outliers such as shadows pull less than in
+    the MSE)."""
+    r2 = (pred - target) ** 2
+    # = sqrt(r^2 + eps^2) - eps, without its cancellation for |r| << eps (which rounds a
+    # nearly converged loss to exactly 0 while its gradient is not)
+    return (r2 / (torch.sqrt(r2 + eps * eps) + eps)).mean()
+
+
+def silhouette(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``1 - soft IoU`` of the object's coverage (``pred[..., 3]``) against the target
+    mask (``target[..., 3]``), averaged over frames: per frame
+    ``I = sum(a m)``, ``U = sum(a + m - a m)``, ``1 - (I + s) / (U + s)`` (``s``:
+    :data:`IOU_SMOOTH`). Colour is ignored."""
+    a, m = pred[..., 3], target[..., 3]
+    inter = (a * m).flatten(1).sum(1)
+    union = (a + m - a * m).flatten(1).sum(1)
+    return (1.0 - (inter + IOU_SMOOTH) / (union + IOU_SMOOTH)).mean()
+
+
+def masked(pred: torch.Tensor, target: torch.Tensor,
+           silhouette_weight: float | None = None) -> torch.Tensor:
+    """RGB mean squared error over the target mask's pixels (weighted by the mask, per
+    channel), plus ``silhouette_weight`` (default :data:`MASKED_SILHOUETTE_WEIGHT`)
+    times :func:`silhouette`: the backdrop (shadows, occlusion, bounce light that the
+    model cannot draw) does not count; with a weight, the outline does too."""
+    weight = MASKED_SILHOUETTE_WEIGHT if silhouette_weight is None else silhouette_weight
+    m = target[..., 3:4]
+    sq = ((pred[..., :3] - target[..., :3]) ** 2 * m).sum()
+    inside = sq / (3.0 * m.sum()).clamp_min(1.0)
+    return inside + weight * silhouette(pred, target) if weight else inside
+
+
+def masked_loss(silhouette_weight: float):
+    """The ``"masked"`` loss with its own silhouette weight (>= 0), for ``estimate(loss=)``."""
+    if not (isinstance(silhouette_weight, (int, float)) and math.isfinite(silhouette_weight)
+            and silhouette_weight >= 0):
+        raise ValueError(f"silhouette weight must be a number >= 0; got {silhouette_weight!r}")
+
+    def loss(pred, target):
+        return masked(pred, target, float(silhouette_weight))
+
+    loss.__name__, loss.needs_mask = "masked", True
+    return loss
+
+
+for _loss in (silhouette, masked):
+    _loss.needs_mask = True
+
+LOSSES = {"mse": mse, "robust": robust, "silhouette": silhouette, "masked": masked}
 
 
 def get_loss(loss):
@@ -35,6 +112,11 @@ def get_loss(loss):
     if loss in LOSSES:
         return LOSSES[loss]
     raise ValueError(f"loss must be one of {tuple(LOSSES)} or a callable; got {loss!r}")
+
+
+def needs_mask(loss_fn) -> bool:
+    """Whether a loss reads the object's coverage and the target mask (channel 3)."""
+    return bool(getattr(loss_fn, "needs_mask", False))
 
 
 def image_loss(image: torch.Tensor, target: torch.Tensor, actions: torch.Tensor | None = None,
@@ -52,7 +134,7 @@ def check_target(scene, target, supervision: str) -> torch.Tensor:
     3D supervision) against the scene; errors say what does not fit."""
     if not isinstance(target, torch.Tensor):
         target = torch.as_tensor(np.asarray(target))
-    target = target.to(runtime.torch_dtype())
+    target = target.to(dtype=runtime.torch_dtype(), device=runtime.torch_device())
     if supervision == "3d":
         want = (scene.frames + 1, sum(p.mesh.faces.max().item() + 1 for p in scene.parts
                                       if p.static_vertices is None), 3)
@@ -77,6 +159,101 @@ def check_target(scene, target, supervision: str) -> torch.Tensor:
     return target
 
 
+# ---- target masks ---------------------------------------------------------------------
+# difference keying: a pixel is the object where some channel differs from the
+# background plate by more than this ([0, 1] pixels). Above compression noise and the
+# plate's own noise (a few 1/255), below the contrast of an object against its backdrop.
+KEY_THRESHOLD = 0.1
+# mask_from_plate(shadows=True): a pixel darker than the plate by the same factor in
+# every channel (within this much) is a shadow on the backdrop, not the object
+SHADOW_CHROMA_TOL = 0.05
+
+
+def mask_from_video(video) -> torch.Tensor:
+    """A target mask ``[F, H, W]`` (0 or 1) from a mask video ``[F, H, W, C]`` in [0, 1]:
+    a pixel is the object where any channel is above 0.5 (white, or any colour, on
+    black)."""
+    video = torch.as_tensor(np.asarray(video) if not isinstance(video, torch.Tensor) else video)
+    if video.ndim != 4:
+        raise ValueError(f"mask video must be [frames, height, width, channels]; got shape "
+                         f"{tuple(video.shape)}")
+    return (video[..., :3] > 0.5).any(-1).to(runtime.torch_dtype())
+
+
+def mask_from_plate(frames, plate, threshold: float = KEY_THRESHOLD,
+                    cleanup: int = 0, shadows: bool = False) -> torch.Tensor:
+    """A target mask ``[F, H, W]`` (0 or 1) by difference keying: a pixel of ``frames``
+    ``[F, H, W, C]`` is the object where any RGB channel differs from the background
+    ``plate`` ``[H, W, C]`` (the same camera without the objects) by more than
+    ``threshold`` (:data:`KEY_THRESHOLD`). ``cleanup`` > 0: a morphological opening then
+    closing with a ``(2 cleanup + 1)``-pixel square removes specks and fills pinholes
+    (it also removes object parts thinner than that). Shadows the objects cast on the
+    backdrop differ from the plate too: ``shadows=True`` leaves out pixels that are the
+    plate darkened by one factor in every channel (the factors within
+    :data:`SHADOW_CHROMA_TOL`; an object of the backdrop's own hue, darker, is then lost
+    too), or give a mask video."""
+    frames = torch.as_tensor(frames).to(runtime.torch_dtype())
+    plate = torch.as_tensor(plate).to(runtime.torch_dtype())
+    if plate.ndim == 4 and plate.shape[0] == 1:
+        plate = plate[0]
+    if frames.ndim != 4 or plate.ndim != 3:
+        raise ValueError(f"background plate: frames must be [F, H, W, C] and the plate "
+                         f"[H, W, C]; got {tuple(frames.shape)} and {tuple(plate.shape)}")
+    if tuple(plate.shape[:2]) != tuple(frames.shape[1:3]):
+        raise ValueError(f"background plate is {plate.shape[1]}x{plate.shape[0]} pixels; "
+                         f"the target video is {frames.shape[2]}x{frames.shape[1]}")
+    if not (math.isfinite(threshold) and 0 < threshold < 1):
+        raise ValueError(f"key threshold must be in (0, 1); got {threshold!r}")
+    if int(cleanup) != cleanup or cleanup < 0:
+        raise ValueError(f"cleanup must be an integer >= 0 (pixels); got {cleanup!r}")
+    diff = (frames[..., :3] - plate[None, ..., :3]).abs().amax(-1)
+    keyed = diff > threshold
+    if shadows:
+        ratio = frames[..., :3] / plate[None, ..., :3].clamp_min(1e-3)
+        keyed &= ~((ratio.amax(-1) < 1.0)
+                   & (ratio.amax(-1) - ratio.amin(-1) < SHADOW_CHROMA_TOL))
+    mask = keyed.to(frames.dtype)
+    if cleanup:
+        def dilate(m):
+            return 1.0 - erode_mask(1.0 - m, int(cleanup))
+
+        mask = erode_mask(dilate(dilate(erode_mask(mask, int(cleanup)))), int(cleanup))
+        # (an opening, erode then dilate; then a closing, dilate then erode)
+    return mask
+
+
+def erode_mask(mask: torch.Tensor, pixels: int) -> torch.Tensor:
+    """``mask`` ``[F, H, W]`` shrunk by ``pixels`` (a square neighbourhood): the pixels
+    whose every neighbour within that distance is the object. Edge pixels mix the
+    object's colour with the backdrop's (and its shadows); an eroded mask keeps the
+    ``"masked"`` loss on pure object colour. 0: unchanged."""
+    if int(pixels) != pixels or pixels < 0:
+        raise ValueError(f"mask erosion must be an integer >= 0 (pixels); got {pixels!r}")
+    if pixels == 0:
+        return mask
+    k = 2 * int(pixels) + 1
+    pooled = torch.nn.functional.max_pool2d((1.0 - mask)[:, None], k, 1, k // 2)[:, 0]
+    return 1.0 - pooled
+
+
+def check_mask(scene, mask) -> torch.Tensor:
+    """A target mask ``[frames + 1, H, W]`` in [0, 1] checked against the scene."""
+    mask = torch.as_tensor(np.asarray(mask) if not isinstance(mask, torch.Tensor) else mask)
+    mask = mask.to(runtime.torch_dtype())
+    if mask.ndim != 3:
+        raise ValueError(f"target mask must be [frames, height, width]; got shape "
+                         f"{tuple(mask.shape)}")
+    if mask.shape[0] != scene.frames + 1:
+        raise ValueError(f"target mask has {mask.shape[0]} frames; scene '{scene.name}' "
+                         f"renders {scene.frames + 1} (frames + the initial state)")
+    if tuple(mask.shape[1:]) != (scene.height, scene.width):
+        raise ValueError(f"target mask is {mask.shape[2]}x{mask.shape[1]} pixels; scene "
+                         f"'{scene.name}' renders {scene.width}x{scene.height}")
+    if not torch.isfinite(mask).all() or mask.min() < 0 or mask.max() > 1:
+        raise ValueError("target mask must hold values in [0, 1]")
+    return mask
+
+
 # ---- stages and frames ----------------------------------------------------------------
 class Stages:
     """Which frames each iteration fits, and when the objective changes.
@@ -85,17 +262,20 @@ class Stages:
     order, then all frames. A tumbling body's flight before it touches the ground has a
     single minimum; later frames can make the full-video loss multimodal. The coarse
     stage: the first ``coarse_iters`` iterations move parameters that have a basis only
-    within it. Frames are every ``frame_stride``-th of ``0..frames``.
+    within it. Frames are every ``frame_stride``-th of ``first..last`` (``frame_range``,
+    inclusive; default ``0..frames``); a horizon that selects none of them is dropped.
     """
 
     def __init__(self, frames: int, warmup=(0, 0), coarse_iters: int = 0,
-                 frame_stride: int = 1):
+                 frame_stride: int = 1, frame_range=None):
         if int(frame_stride) != frame_stride or frame_stride < 1:
             raise ValueError(f"frame_stride must be a positive integer; got {frame_stride!r}")
         if int(coarse_iters) != coarse_iters or coarse_iters < 0:
             raise ValueError(f"coarse_iters must be an integer >= 0; got {coarse_iters!r}")
-        self.all_ids = torch.arange(0, frames + 1, frame_stride)
-        self.horizons = parse_warmup(warmup)
+        first, last = check_frame_range(frame_range, frames)
+        self.range = (first, last)
+        self.all_ids = torch.arange(first, last + 1, frame_stride)
+        self.horizons = [(n, end) for n, end in parse_warmup(warmup) if end >= first]
         self.ends = np.cumsum([n for n, _ in self.horizons]).tolist()
         self.coarse_iters = int(coarse_iters)
 
@@ -118,6 +298,54 @@ class Stages:
         """A horizon or the coarse stage ends here: optimiser memory of the old objective
         misleads, and the loss scale is measured again."""
         return iteration > 0 and (iteration in self.ends or iteration == self.coarse_iters)
+
+    def stage_of(self, iteration: int) -> dict:
+        """The frames fitted at ``iteration`` as ``{"first_frame", "last_frame"}``."""
+        ids = self.frame_ids(iteration)
+        return {"first_frame": int(ids[0]), "last_frame": int(ids[-1])}
+
+
+def check_frame_range(frame_range, frames: int) -> tuple:
+    """``(first, last)`` frames to fit, inclusive, within ``0..frames`` (None: all)."""
+    if frame_range is None:
+        return 0, int(frames)
+    try:
+        first, last = (int(x) for x in frame_range)
+        ok = tuple(frame_range) == (first, last)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or not 0 <= first < last <= frames:
+        raise ValueError(f"frame range must be (first, last) frames with 0 <= first < last "
+                         f"<= {frames} (the scene's frame count); got {frame_range!r}")
+    return first, last
+
+
+def first_contact(positions: torch.Tensor, level: float, tol: float | None = None):
+    """The first frame at which some vertex of ``positions`` ``[F + 1, V, 3]`` (y up) is
+    within ``tol`` of the ground height ``level`` (or below it); None if none is.
+    ``tol`` default: 1% of the vertices' extent at frame 0 (the diagonal of their box),
+    so a body that is about to land counts as landed one frame early rather than late.
+    """
+    positions = torch.as_tensor(positions).detach()
+    if tol is None:
+        p0 = positions[0]
+        tol = 0.01 * float((p0.amax(0) - p0.amin(0)).norm())
+    low = positions[..., 1].amin(-1)
+    hits = torch.nonzero(low <= level + tol)
+    return None if len(hits) == 0 else int(hits[0, 0])
+
+
+# restarts: estimates whose relative spread is above this disagree (the loss has more
+# than one minimum within the guesses' range, or the runs did not converge)
+SPREAD_TOL = 1e-2
+
+
+def relative_spread(estimates: list) -> float:
+    """How far apart several estimates of one parameter are: the largest element-wise
+    ``max - min`` over the restarts, divided by the mean magnitude of all the values."""
+    values = np.stack([np.asarray(e, dtype=np.float64).reshape(-1) for e in estimates])
+    scale = max(float(np.abs(values).mean()), 1e-12)
+    return float((values.max(0) - values.min(0)).max() / scale)
 
 
 def parse_warmup(warmup) -> list:
@@ -165,4 +393,4 @@ def _blur_matrix(n: int, sigma: float, dtype) -> torch.Tensor:
     m = np.zeros((n, n))
     for i in range(n):
         np.add.at(m[i], np.clip(i + offsets, 0, n - 1), weights)
-    return torch.as_tensor(m, dtype=dtype)
+    return torch.as_tensor(m, dtype=dtype, device=runtime.torch_device())

@@ -213,10 +213,10 @@ def fd_jacobian(evaluate, x: torch.Tensor, r0: torch.Tensor,
     where the forward side is undefined)."""
     h0 = torch.finfo(x.dtype).eps ** (1.0 / 3.0 if central else 0.5)
     if directions is None:
-        directions = torch.eye(len(x), dtype=x.dtype)
+        directions = torch.eye(len(x), dtype=x.dtype, device=x.device)
     cols = []
     for j in range(directions.shape[1]):
-        d = directions[:, j].to(x.dtype)
+        d = directions[:, j].to(dtype=x.dtype, device=x.device)
         support = d != 0
         h = h0 * max(1.0, float(x[support].abs().max()) if bool(support.any()) else 1.0)
         h = h / max(float(d.abs().max()), 1e-300)  # in units of the column

@@ -37,6 +37,7 @@ import time
 import numpy as np
 import torch
 
+from gradsim_taichi import runtime
 from gradsim_taichi.optimisers import fd_jacobian
 
 MAX_COLUMNS = 32
@@ -77,7 +78,7 @@ def local_uncertainty(fit) -> dict:
     m, k = jac.shape
     dof = max(m - k, 1)
     sigma = math.sqrt(float(r0 @ r0) / dof)
-    a = (jac.T @ jac).numpy()
+    a = (jac.T @ jac).cpu().numpy()
     w, v = np.linalg.eigh(a)
     top = max(float(w[-1]), 1e-300)
     # pseudo-inverse: numerically flat directions carry no (finite) variance here; they
@@ -85,7 +86,7 @@ def local_uncertainty(fit) -> dict:
     keep = w > FLAT_CURVATURE * top
     inv = (v[:, keep] / w[keep]) @ v[:, keep].T
     cov_c = sigma ** 2 * inv
-    basis = np.eye(len(x0)) if columns is None else columns.numpy()
+    basis = np.eye(len(x0)) if columns is None else columns.cpu().numpy()
     cov_x = basis @ cov_c @ basis.T
     std_x = np.sqrt(np.maximum(np.diag(cov_x), 0.0))
     flat_std = ~keep
@@ -97,7 +98,7 @@ def local_uncertainty(fit) -> dict:
     i = 0
     for n, t in zip(fit.names, tensors):
         size = t.numel()
-        u = x0[i: i + size].numpy().reshape(t.shape)
+        u = x0[i: i + size].cpu().numpy().reshape(t.shape)
         s = std_x[i: i + size].reshape(t.shape)
         untouched = (np.abs(basis[i: i + size]).sum(axis=1) == 0).reshape(t.shape)
         if fit.specs[n].positive:
@@ -136,7 +137,8 @@ def gauss_newton_product(fit, tensors, x0, r0, evaluate):
         pred = fit.predict(ids)
         r = (pred - fit.target[ids]).reshape(-1)
         grads = torch.autograd.grad(r, tensors, jv.to(r.dtype), allow_unused=True)
-        return torch.cat([torch.zeros(t.numel(), dtype=torch.float64) if g is None
+        return torch.cat([torch.zeros(t.numel(), dtype=torch.float64, device=t.device)
+                          if g is None
                           else g.detach().reshape(-1).to(torch.float64)
                           for g, t in zip(grads, tensors)])
 
@@ -148,7 +150,7 @@ def lanczos(product, n: int, steps: int, seed: int = 0):
     semi-definite operator after ``k <= steps`` Lanczos steps from a seeded random start,
     with full re-orthogonalisation (k is small)."""
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn(n, generator=g, dtype=torch.float64)
+    q = torch.randn(n, generator=g, dtype=torch.float64).to(runtime.torch_device())
     basis = [q / q.norm()]
     alphas, betas = [], []
     for _ in range(min(steps, n)):
@@ -166,7 +168,7 @@ def lanczos(product, n: int, steps: int, seed: int = 0):
     t = np.diag(alphas) + np.diag(betas[: k - 1], 1) + np.diag(betas[: k - 1], -1)
     theta, y = np.linalg.eigh(t)
     order = np.argsort(-theta)
-    vectors = torch.stack(basis[:k], 1).numpy() @ y[:, order]
+    vectors = torch.stack(basis[:k], 1).cpu().numpy() @ y[:, order]
     return np.maximum(theta[order], 0.0), vectors
 
 
@@ -253,7 +255,7 @@ def _columns(fit, x0):
         r, c = r + b.shape[0], c + b.shape[1]
     note = (f"{', '.join(reduced)} assessed within {'its' if len(reduced) == 1 else 'their'}"
             " basis only")
-    return torch.as_tensor(columns), labels, note
+    return torch.as_tensor(columns, device=x0.device), labels, note
 
 
 def _describe(components: dict) -> str:

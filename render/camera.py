@@ -19,13 +19,15 @@ from gradsim_taichi import runtime
 
 
 def _as_tensor(x, name: str, shape: tuple) -> torch.Tensor:
-    """Convert ``x`` to a float tensor of the runtime dtype (keeping autograd), checking shape."""
+    """Convert ``x`` to a float tensor of the runtime dtype and device (keeping autograd),
+    checking shape."""
+    dt, dev = runtime.torch_dtype(), runtime.torch_device()
     if isinstance(x, torch.Tensor):
         if not torch.is_floating_point(x):
             raise TypeError(f"{name} must be a floating tensor, got dtype {x.dtype}")
-        t = x.to(runtime.torch_dtype())
+        t = x.to(dtype=dt, device=dev)
     else:
-        t = torch.as_tensor(x, dtype=runtime.torch_dtype())
+        t = torch.as_tensor(x, dtype=dt, device=dev)
     if tuple(t.shape) != shape:
         raise ValueError(f"{name} must have shape {shape}, got {tuple(t.shape)}")
     if not torch.isfinite(t).all():
@@ -142,7 +144,7 @@ class Camera:
         front). Points at or behind the camera give non-finite or meaningless ``uv``.
         """
         points = points if isinstance(points, torch.Tensor) else torch.as_tensor(points)
-        points = points.to(runtime.torch_dtype())
+        points = points.to(dtype=runtime.torch_dtype(), device=runtime.torch_device())
         pc = self.to_camera(points)
         fx, fy, cx, cy = self.intrinsics()
         z = pc[..., 2]

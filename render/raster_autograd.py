@@ -53,10 +53,11 @@ def pack_geometry(xy: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     return torch.cat([xy.reshape(F, T, 6), z], -1).contiguous()
 
 
-def _ensure_tex(tex, texsize):
+def _ensure_tex(tex, texsize, device):
     if tex is None or tex.numel() == 0:
         dt = runtime.torch_dtype()
-        return torch.ones(1, 1, 1, 3, dtype=dt), torch.ones(1, 2, dtype=torch.int32)
+        return (torch.ones(1, 1, 1, 3, dtype=dt, device=device),
+                torch.ones(1, 2, dtype=torch.int32, device=device))
     return tex, texsize
 
 
@@ -117,11 +118,12 @@ class SoftRasterFunction(torch.autograd.Function):
         geom = pack_geometry(xy.detach(), z.detach())
         col = col.detach().contiguous()
         tex_in = tex
-        tex, texsize = _ensure_tex(None if tex is None else tex.detach().contiguous(), texsize)
+        tex, texsize = _ensure_tex(None if tex is None else tex.detach().contiguous(), texsize,
+                                   geom.device)
         bg = bg.detach().contiguous()
         bins = bins_for(geom, st, math.sqrt(st.d2max))
-        out = torch.empty(F, st.height, st.width, 4, dtype=geom.dtype)
-        state = torch.empty(F, st.height, st.width, 3, dtype=geom.dtype)
+        out = torch.empty(F, st.height, st.width, 4, dtype=geom.dtype, device=geom.device)
+        state = torch.empty(F, st.height, st.width, 3, dtype=geom.dtype, device=geom.device)
         args = (geom, col, uv, texid, tex, texsize, bins.bbox, bins.tile_start, bins.entry_face)
         K.soft_forward(
             *args, bg, out, state, st.sigma, st.gamma, st.near, st.far, st.eps, st.d2max,
@@ -132,9 +134,9 @@ class SoftRasterFunction(torch.autograd.Function):
         ctx.shape = (F, T)
         ctx.has_tex = tex_in is not None
         if face_grad is None:
-            face_grad = torch.ones(T, dtype=torch.int32)
+            face_grad = torch.ones(T, dtype=torch.int32, device=geom.device)
         ctx.save_for_backward(geom, col, uv, texid, tex, texsize, out, state,
-                              face_grad.to(torch.int32).contiguous())
+                              face_grad.to(dtype=torch.int32, device=geom.device).contiguous())
         return out
 
     @staticmethod
@@ -145,16 +147,17 @@ class SoftRasterFunction(torch.autograd.Function):
         F, T = ctx.shape
         gout = gout.detach().contiguous().to(geom.dtype)
         E = bins.entry_key.shape[0]
-        gentry = torch.zeros(max(E, 1), 27, dtype=geom.dtype)
+        gentry = torch.zeros(max(E, 1), 27, dtype=geom.dtype, device=geom.device)
         want_tex = int(ctx.has_tex and ctx.needs_input_grad[3])
-        gtex = torch.zeros_like(tex) if want_tex else torch.zeros(1, 1, 1, 3, dtype=geom.dtype)
+        gtex = (torch.zeros_like(tex) if want_tex
+                else torch.zeros(1, 1, 1, 3, dtype=geom.dtype, device=geom.device))
         K.soft_backward(
             geom, col, uv, texid, tex, texsize, bins.bbox, bins.tile_start, bins.entry_face,
             out, state, gout, gentry, gtex, face_grad, st.sigma, st.gamma, st.near, st.far,
             st.d2max,
             st.tile, bins.ntx, bins.nty, want_tex,
         )  # fmt: skip
-        gface = torch.zeros(F * T, 27, dtype=geom.dtype)
+        gface = torch.zeros(F * T, 27, dtype=geom.dtype, device=geom.device)
         if E > 0:
             gface.index_add_(0, bins.entry_key, gentry[:E])
         gface = gface.reshape(F, T, 27)
@@ -173,8 +176,8 @@ def hard_face_ids(xy: torch.Tensor, z: torch.Tensor, st: RasterSettings) -> torc
     F = z.shape[0]
     geom = pack_geometry(xy.detach(), z.detach())
     bins = bins_for(geom, st, 0.0)
-    face_id = torch.full((F, st.height, st.width), -1, dtype=torch.int32)
-    zbuf = torch.full((F, st.height, st.width), st.far, dtype=geom.dtype)
+    face_id = torch.full((F, st.height, st.width), -1, dtype=torch.int32, device=geom.device)
+    zbuf = torch.full((F, st.height, st.width), st.far, dtype=geom.dtype, device=geom.device)
     K.hard_zbuffer(
         geom, bins.bbox, bins.tile_start, bins.entry_face, face_id, zbuf, st.near, st.far,
         st.tile, bins.ntx, bins.nty,

@@ -158,20 +158,20 @@ class SoftRasterizer:
             cols.append(torch.cat([M.reshape(F, T, 9), A.reshape(F, T, 9)], -1))
             learnable = (xy.requires_grad or zs[-1].requires_grad or cols[-1].requires_grad
                          or (m.texture is not None and m.texture.requires_grad))
-            grads.append(torch.full((T,), int(learnable), dtype=torch.int32))
+            grads.append(torch.full((T,), int(learnable), dtype=torch.int32, device=v.device))
             cuv = m.corner_uv()
             if cuv is None:
-                uvs.append(torch.zeros(T, 6, dtype=v.dtype))
-                texids.append(torch.full((T,), -1, dtype=torch.int32))
+                uvs.append(torch.zeros(T, 6, dtype=v.dtype, device=v.device))
+                texids.append(torch.full((T,), -1, dtype=torch.int32, device=v.device))
             else:
-                uvs.append(cuv)
-                texids.append(torch.full((T,), len(textures), dtype=torch.int32))
+                uvs.append(cuv.to(v.device))
+                texids.append(torch.full((T,), len(textures), dtype=torch.int32, device=v.device))
                 textures.append(m.texture)
         tex, texsize = (None, None)
         if textures:
             tex, texsize = stack_textures(textures, runtime.torch_dtype())
         else:
-            texsize = torch.ones(1, 2, dtype=torch.int32)
+            texsize = torch.ones(1, 2, dtype=torch.int32, device=verts[0].device)
         packed = dict(
             xy=torch.cat(xys, 1), z=torch.cat(zs, 1), col=torch.cat(cols, 1).contiguous(),
             tex=tex, bg=self.background_image(), uv=torch.cat(uvs, 0).contiguous(),
@@ -199,12 +199,14 @@ def hard_shade(p: dict, face_id: torch.Tensor, st: RasterSettings) -> torch.Tens
     F, H, W = face_id.shape
     hit = face_id >= 0
     fid = face_id.clamp_min(0)
-    frame = torch.arange(F)[:, None, None].expand(F, H, W)
+    dev = face_id.device
+    frame = torch.arange(F, device=dev)[:, None, None].expand(F, H, W)
     xy = p["xy"][frame, fid]  # [F, H, W, 3, 2]
     z = p["z"][frame, fid]  # [F, H, W, 3]
     col = p["col"][frame, fid]  # [F, H, W, 18]
     scale = 2.0 / H
-    ii, jj = torch.meshgrid(torch.arange(H), torch.arange(W), indexing="ij")
+    ii, jj = torch.meshgrid(torch.arange(H, device=dev), torch.arange(W, device=dev),
+                            indexing="ij")
     px = ((jj + 0.5) * scale).to(z.dtype)[None]
     py = ((ii + 0.5) * scale).to(z.dtype)[None]
     xs, ys = xy[..., 0], xy[..., 1]

@@ -15,14 +15,15 @@ from gradsim_taichi import runtime
 
 
 def _tensor(x, name, shape=None, allow_grad=True):
-    """Float tensor of the runtime dtype; tensors that require grad are kept in the graph."""
-    dt = runtime.torch_dtype()
+    """Float tensor of the runtime dtype on the runtime's device (a tensor elsewhere is
+    moved: differentiably, so tensors that require grad stay in the graph)."""
+    dt, dev = runtime.torch_dtype(), runtime.torch_device()
     if isinstance(x, torch.Tensor):
         if not torch.is_floating_point(x):
             raise TypeError(f"{name} must be a floating tensor, got dtype {x.dtype}")
-        t = x if x.dtype == dt else x.to(dt)
+        t = x.to(dtype=dt, device=dev)
     else:
-        t = torch.as_tensor(x, dtype=dt)
+        t = torch.as_tensor(x, dtype=dt, device=dev)
     if shape is not None and tuple(t.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
     if not torch.isfinite(t.detach()).all():

@@ -19,13 +19,14 @@ def stack_textures(textures: list[torch.Tensor], dtype) -> tuple[torch.Tensor, t
         torch.nn.functional.pad(t.to(dtype), (0, 0, 0, wmax - t.shape[1], 0, hmax - t.shape[0]))
         for t in textures
     ]
-    sizes = torch.tensor([[t.shape[0], t.shape[1]] for t in textures], dtype=torch.int32)
+    sizes = torch.tensor([[t.shape[0], t.shape[1]] for t in textures], dtype=torch.int32,
+                         device=textures[0].device)
     return torch.stack(padded).contiguous(), sizes
 
 
 def sample_bilinear(tex, texsize, texid, u, v) -> torch.Tensor:
     """Colours ``[..., 3]`` at ``(u, v)`` of textures ``texid`` (same shape as u; -1: ones)."""
-    out = torch.ones(*u.shape, 3, dtype=u.dtype)
+    out = torch.ones(*u.shape, 3, dtype=u.dtype, device=u.device)
     if tex is None:
         return out
     for k in range(tex.shape[0]):

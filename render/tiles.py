@@ -77,9 +77,10 @@ def bin_faces_torch(
     ntile_y = torch.where(keep, ty1 - ty0 + 1, torch.zeros_like(ty0))
     counts = (ntile_x * ntile_y).reshape(-1)
     E = int(counts.sum())
-    ft = torch.repeat_interleave(torch.arange(F * T, dtype=torch.int64), counts)
+    dev = geom.device
+    ft = torch.repeat_interleave(torch.arange(F * T, dtype=torch.int64, device=dev), counts)
     start = torch.cumsum(counts, 0) - counts
-    k = torch.arange(E, dtype=torch.int64) - start[ft]
+    k = torch.arange(E, dtype=torch.int64, device=dev) - start[ft]
     nx = ntile_x.reshape(-1)[ft]
     tx = tx0.reshape(-1)[ft] + k % nx.clamp(min=1)
     ty = ty0.reshape(-1)[ft] + k // nx.clamp(min=1)
@@ -89,11 +90,11 @@ def bin_faces_torch(
     ft = ft[order]
     ntiles = F * nty * ntx
     tile_count = torch.bincount(key, minlength=ntiles)
-    tile_start = torch.zeros(ntiles + 1, dtype=torch.int64)
+    tile_start = torch.zeros(ntiles + 1, dtype=torch.int64, device=dev)
     tile_start[1:] = torch.cumsum(tile_count, 0)
     entry_face = (ft % T).to(torch.int32)
     if E == 0:
-        entry_face = torch.zeros(1, dtype=torch.int32)
+        entry_face = torch.zeros(1, dtype=torch.int32, device=dev)
     return Bins(
         bbox=bbox,
         tile_start=tile_start.to(torch.int32),
@@ -184,22 +185,24 @@ def bin_faces(
     ntx = (width + tile - 1) // tile
     nty = (height + tile - 1) // tile
     g = geom.detach().contiguous()
-    bbox = torch.empty(F, T, 4, dtype=torch.int32)
-    counts = torch.empty(F * T, dtype=torch.int64)
+    dev = g.device
+    bbox = torch.empty(F, T, 4, dtype=torch.int32, device=dev)
+    counts = torch.empty(F * T, dtype=torch.int64, device=dev)
     _face_boxes(g, bbox, counts, near, reach * 0.5 * height, tile, width, height)
-    offsets = torch.zeros(F * T + 1, dtype=torch.int64)
+    offsets = torch.zeros(F * T + 1, dtype=torch.int64, device=dev)
     torch.cumsum(counts, 0, out=offsets[1:])
     E = int(offsets[-1])
-    keys = torch.empty(max(E, 1), dtype=torch.int64)
-    ft = torch.empty(max(E, 1), dtype=torch.int64)
+    keys = torch.empty(max(E, 1), dtype=torch.int64, device=dev)
+    ft = torch.empty(max(E, 1), dtype=torch.int64, device=dev)
     _fill_entries(bbox, offsets, keys, ft, T, tile, ntx, nty)
     keys, ft = keys[:E], ft[:E]
     keys, order = torch.sort(keys, stable=True)
     ft = ft[order]
     ntiles = F * nty * ntx
-    tile_start = torch.zeros(ntiles + 1, dtype=torch.int64)
+    tile_start = torch.zeros(ntiles + 1, dtype=torch.int64, device=dev)
     torch.cumsum(torch.bincount(keys, minlength=ntiles), 0, out=tile_start[1:])
-    entry_face = (ft % T).to(torch.int32) if E > 0 else torch.zeros(1, dtype=torch.int32)
+    entry_face = ((ft % T).to(torch.int32) if E > 0
+                  else torch.zeros(1, dtype=torch.int32, device=dev))
     return Bins(
         bbox=bbox,
         tile_start=tile_start.to(torch.int32),

@@ -72,8 +72,9 @@ def save_video(frames, path, fps: float = 30) -> Path:
 
 
 def load_video(path) -> torch.Tensor:
-    """Read an MP4/GIF file or a folder of images into a float tensor ``[F, H, W, C]`` in
-    [0, 1] (C = 3, or 4 for images with alpha; dtype float32).
+    """Read an MP4/GIF file, a folder of images or one image (a one-frame video) into a
+    float tensor ``[F, H, W, C]`` in [0, 1] (C = 3, or 4 for images with alpha; dtype
+    float32).
 
     Raises FileNotFoundError for a missing path and ValueError for an empty folder, an
     unreadable or corrupt file, or frames of different sizes.
@@ -97,7 +98,9 @@ def load_video(path) -> torch.Tensor:
         if os.path.getsize(path) == 0:
             raise ValueError(f"cannot read video {path}: the file is empty")
         try:
-            if path.suffix.lower() == ".gif":
+            if path.suffix.lower() in _IMAGE_EXT:  # one image: a one-frame video
+                imgs = [np.asarray(iio.imread(path))]
+            elif path.suffix.lower() == ".gif":
                 imgs = list(iio.mimread(path, memtest=False))
             else:
                 with iio.get_reader(path, format="FFMPEG") as r:

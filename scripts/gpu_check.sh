@@ -4,6 +4,7 @@
 # JSON summary. Usage (from the repository root):
 #
 #     bash scripts/gpu_check.sh [OUT_DIR]      # default: $OUT if set, else results/gpu_check
+#     QUICK=1 bash scripts/gpu_check.sh        # smoke subset + quick benchmarks (~6 min)
 #
 # Each step has its own time limit and its own log; a failing step is recorded and the
 # next one still runs, so a single run tells everything. Exit code: 0 if every step
@@ -32,12 +33,27 @@ run_step() {  # run_step NAME LIMIT_S COMMAND...
   tail -n 3 "$OUT_DIR/$name.log" | sed 's/^/   /'
 }
 
-# 1. install: the CUDA build of torch comes from the index the machine has (nothing is
-#    pinned to the CPU wheel here)
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-run_step install 900 bash -c '.venv/bin/python -m pip install -q --upgrade pip &&
-  .venv/bin/python -m pip install -q -e ".[test]"'
-run_step info 120 .venv/bin/python -c '
+# 1. install. Online: a venv with the project (torch's CUDA build from the machine's
+#    index). Offline (a machine that reaches no registry, with its own CUDA torch): the
+#    wheels in .whl/ (taichi and the other missing dependencies, and this project's wheel,
+#    built elsewhere with `pip wheel --no-deps -w .whl .`) go to $SITE, and everything
+#    runs from outside the checkout so that the installed package, not the source
+#    folders, is imported.
+REPO=$PWD
+RUN_DIR=$(mktemp -d)
+if [ -d .whl ]; then
+  SITE=${SITE:-/tmp/gradsim_site}
+  run_step install 300 "$PY" -m pip install -q --no-index --no-deps --no-compile \
+    --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
+  export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
+else
+  [ -x .venv/bin/python ] || "$PY" -m venv .venv
+  run_step install 900 bash -c '.venv/bin/python -m pip install -q --upgrade pip &&
+    .venv/bin/python -m pip install -q -e ".[test]"'
+  PY=$REPO/.venv/bin/python
+fi
+cd "$RUN_DIR"
+run_step info 120 "$PY" -c '
 import json, torch, gradsim_taichi as gs
 gs.init(arch="cuda")
 i = gs.info(); i["torch_cuda"] = torch.cuda.is_available()
@@ -45,6 +61,9 @@ i["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
 print(json.dumps(i, default=str))
 assert i["arch"] == "cuda", "Taichi did not start on CUDA"'
 
+# QUICK=1: the smoke subset and the quick benchmarks only (a short lease)
+QUICK=${QUICK:-0}
+PYTEST=("$PY" -m pytest "$REPO/tests" -c "$REPO/pyproject.toml" --rootdir "$REPO" -q -p no:cacheprovider)
 if [ "${step_rcs[-1]}" -ne 0 ]; then
   echo "no CUDA for Taichi here (see $OUT_DIR/info.log): tests and benchmarks skipped"
   step_names+=(tests_and_benchmarks) step_rcs+=(1) step_secs+=(0)
@@ -52,16 +71,30 @@ if [ "${step_rcs[-1]}" -ne 0 ]; then
 else
 export GRADSIM_TEST_ARCH=cuda GRADSIM_BENCH_ARCH=cuda
 # 2. the smoke subset first (fast to read when something is wrong), then everything
-run_step tests_cuda_smoke 900 .venv/bin/python -m pytest -q -m cuda -x --junitxml="$OUT_DIR/smoke.xml"
-run_step tests_cuda_all 1800 .venv/bin/python -m pytest -q -n 4 --junitxml="$OUT_DIR/all.xml"
+if [ "$QUICK" = 1 ]; then
+  run_step tests_cuda_smoke 200 "${PYTEST[@]}" -m cuda --junitxml="$OUT_DIR/smoke.xml"
+else
+  run_step tests_cuda_smoke 900 "${PYTEST[@]}" -m cuda -x --junitxml="$OUT_DIR/smoke.xml"
+  run_step tests_cuda_all 1800 "${PYTEST[@]}" -n 4 --junitxml="$OUT_DIR/all.xml"
+fi
 
 # 3. every benchmark on CUDA, f64 and f32 where the benchmark has both
-for b in particles cloth fem rigid render launch; do
-  run_step "bench_$b" 900 .venv/bin/python "benchmarks/bench_$b.py" --json "$OUT_DIR/bench_$b.json"
-done
-run_step profile_estimation 900 .venv/bin/python benchmarks/profile_estimation.py \
-  --iters 3 --json "$OUT_DIR/profile_estimation.json"
+if [ "$QUICK" = 1 ]; then
+  for b in particles rigid render; do
+    run_step "bench_$b" 60 "$PY" "$REPO/benchmarks/bench_$b.py" --quick \
+      --json "$OUT_DIR/bench_$b.json"
+  done
+  run_step profile_estimation 100 "$PY" "$REPO/benchmarks/profile_estimation.py" \
+    --scenes rigid-mass --iters 2 --json "$OUT_DIR/profile_estimation.json"
+else
+  for b in particles cloth fem rigid render launch; do
+    run_step "bench_$b" 900 "$PY" "$REPO/benchmarks/bench_$b.py" --json "$OUT_DIR/bench_$b.json"
+  done
+  run_step profile_estimation 900 "$PY" "$REPO/benchmarks/profile_estimation.py" \
+    --iters 3 --json "$OUT_DIR/profile_estimation.json"
 fi
+fi
+cd "$REPO"
 
 # 4. one JSON summary: each step's exit code and seconds, the info line, benchmark JSONs
 names=$(IFS=,; echo "${step_names[*]}")

@@ -176,3 +176,111 @@ def test_compare_video_runs_at_the_scene_rate_with_four_labelled_panels(tmp_path
     frames = np.stack(iio.mimread(out / "compare.gif"))
     assert frames.shape[1:3] == (32 + 12, 4 * 32 + 3 * 2)  # label row; four panels
     assert frames[0, :12].min() < 100  # text drawn in the label row
+
+
+# ---- own videos: losses, masks, frame range, shapes, restarts --------------------------
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--shape", "sphere"], "scene 'rigid-mass' offers box, cone, cylinder, lshape"),
+        (["--frame-range", "5"], "--frame-range '5': expected A:B"),
+        (["--frame-range", "8:3"], "frame range must be (first, last)"),
+        (["--frame-range", "0:40"], "frame range must be (first, last)"),
+        (["--restarts", "0"], "--restarts must be a positive integer"),
+        (["--mask", "m.gif", "--background-plate", "p.png"], "not both"),
+        (["--key-threshold", "0.2"], "--key-threshold and --ignore-shadows go with"),
+        (["--mask", "/nonexistent/mask.gif"], "--mask: video not found"),
+        (["--loss", "silhouette", "--supervision", "3d"], "not with --supervision 3d"),
+        (["--silhouette-weight", "0.1"], "--silhouette-weight goes with --loss masked"),
+        (["--mask-erode", "1"], "--loss mse does not use a mask"),
+        (["--loss", "masked", "--mask-erode", "-1"], "mask erosion must be an integer"),
+        (["--loss", "masked", "--silhouette-weight", "-1"], "must be a number >= 0"),
+    ],
+)
+def test_bad_own_video_arguments_exit_2_with_a_message(extra, message, capsys, tmp_path):
+    assert main(["estimate", "rigid-mass", *extra, "--out", str(tmp_path / "o"),
+                 *SMALL]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_shape_on_a_preset_without_shapes_lists_those_with_shapes(capsys):
+    assert main(["estimate", "fem-beam", "--shape", "box", *SMALL]) == 2
+    err = capsys.readouterr().err
+    assert "'fem-beam' offers no shapes" in err and "rigid-mass" in err
+
+
+def _preset_clip(tmp_path, shape="box"):
+    """The rigid-mass preset's own clip as PNGs, and its stage without the body."""
+    import gradsim_taichi as gs
+    from gradsim_taichi.estimation import render_target
+    from gradsim_taichi.scenes import make_scene
+
+    gs.init(arch=TEST_ARCH, precision="f64")
+    scene = make_scene("rigid-mass", frames=12, width=32, height=32, shape=shape)
+    scene.build()
+    target = save_video(render_target(scene), tmp_path / "clip")
+    plate = tmp_path / "plate.png"
+    import imageio.v2 as iio
+
+    iio.imwrite(plate, (scene.render_backdrop()[..., :3].numpy() * 255 + 0.5).astype(np.uint8))
+    return target, plate
+
+
+def test_background_plate_and_cone_shape_recover_the_mass(tmp_path, capsys):
+    """The cone's own clip with a background plate: the mask is keyed, the loss is
+    'masked' by default, and the mass comes back (8-bit frames, binary mask)."""
+    target, plate = _preset_clip(tmp_path, "cone")
+    out = tmp_path / "run"
+    assert main(["estimate", "rigid-mass", "--shape", "cone", "--target", str(target),
+                 "--true", "mass=4", "--background-plate", str(plate), "--iters", "6",
+                 "--out", str(out), *SMALL]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["loss"] == "masked" and report["settings"]["shape"] == "cone"
+    assert report["params"]["mass"]["rel_err"] < 1e-2
+    assert report["stages"][-1]["last_frame"] == 12
+
+
+@pytest.mark.parametrize("what", ["mask-frames", "plate-size"])
+def test_a_mask_that_does_not_fit_the_target_is_named(tmp_path, capsys, what):
+    target, plate = _preset_clip(tmp_path)
+    if what == "mask-frames":
+        rng = np.random.default_rng(0)  # (identical GIF frames would merge into one)
+        save_video(rng.uniform(size=(5, 32, 32, 3)), tmp_path / "mask.gif")
+        extra, message = ["--mask", str(tmp_path / "mask.gif")], "--mask"
+    else:
+        import imageio.v2 as iio
+
+        iio.imwrite(tmp_path / "small.png", np.zeros((16, 16, 3), np.uint8))
+        extra, message = (["--background-plate", str(tmp_path / "small.png")],
+                          "background plate is 16x16 pixels; the target video is 32x32")
+    assert main(["estimate", "rigid-mass", "--target", str(target), *extra, "--out",
+                 str(tmp_path / "o"), *SMALL]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    if what == "mask-frames":
+        assert "5 frames" in err and "13 frames" in err
+
+
+def test_mask_loss_on_a_users_video_needs_a_mask(tmp_path, capsys):
+    target, _ = _preset_clip(tmp_path)
+    assert main(["estimate", "rigid-mass", "--target", str(target), "--loss", "silhouette",
+                 "--out", str(tmp_path / "o"), *SMALL]) == 2
+    assert "give --mask VIDEO or --background-plate IMAGE" in capsys.readouterr().err
+
+
+def test_frame_range_restarts_and_stage_contact_reach_the_report(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["estimate", "rigid-mass", "--frames", "20", "--resolution", "32", "--quiet",
+                 "--arch", "cpu", "--iters", "1", "--optimizer", "adam", "--restarts", "2",
+                 "--frame-range", "2:16",
+                 "--stage-contact", "1", "--loss", "robust", "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["frame_range"] == [2, 16]
+    assert report["settings"]["loss"] == "robust" and report["settings"]["restarts"] == 2
+    assert [r["seed"] for r in report["restarts"]] == [0, 1]
+    # one iteration from two guesses: they disagree, and the report and console say so
+    assert report["spread"]["mass"] > 1e-2
+    assert any("restarts disagree" in w for w in report["warnings"])
+    printed = capsys.readouterr().out
+    assert "warning: the 2 restarts disagree" in printed and "restart 1 (seed 1)" in printed

@@ -400,8 +400,8 @@ def test_cli_scene_check(tmp_path, capsys):
     (["estimate", "--scene", "/nonexistent/scene.toml"], "scene file not found"),
     (["scene", "show", "fem-beam"], "not expressible as a scene file yet"),
     (["scene", "show", "no-such"], "unknown scene 'no-such'"),
-    (["scene", "show", "fem-beam", "--shape", "box"], "has no shape to choose"),
-    (["scene", "show", "rigid-mass", "--shape", "cube"], "shape='cube'"),
+    (["scene", "show", "fem-beam", "--shape", "box"], "offers no shapes"),
+    (["scene", "show", "rigid-mass", "--shape", "cube"], "--shape 'cube'"),
 ])
 def test_cli_errors(argv, message, capsys):
     assert main(argv) == 2

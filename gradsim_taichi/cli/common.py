@@ -74,6 +74,9 @@ def add_scene_args(p) -> None:
                    help="override the scene's frame count (default: the preset's)")
     p.add_argument("--resolution", type=int, default=None,
                    help="override the rendered image size, square (default: the preset's)")
+    p.add_argument("--shape", default=None,
+                   help="the body's shape, for presets that offer shapes (rigid-mass, "
+                        "rigid-contact: box, cone, cylinder, lshape)")
 
 
 def make_preset(args, names=()):
@@ -92,6 +95,17 @@ def make_preset(args, names=()):
         if args.resolution < 8 or args.resolution % 2:
             raise CLIError(f"--resolution must be an even number >= 8; got {args.resolution}")
         overrides["width"] = overrides["height"] = args.resolution
+    shape = getattr(args, "shape", None)
+    if shape is not None:
+        offered = SCENES[args.scene].shapes
+        if not offered:
+            with_shapes = ", ".join(k for k, v in SCENES.items() if v.shapes)
+            raise CLIError(f"--shape: scene {args.scene!r} offers no shapes; presets with "
+                           f"shapes: {with_shapes}")
+        if shape not in offered:
+            raise CLIError(f"--shape {shape!r}: scene {args.scene!r} offers "
+                           f"{', '.join(offered)}")
+        overrides["shape"] = shape
     scene = make_scene(args.scene, **overrides)
     try:
         scene.check_params(names)

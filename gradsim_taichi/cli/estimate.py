@@ -18,6 +18,7 @@ from gradsim_taichi.cli.common import (
 
 
 def add_estimate_parser(sub, help_line: str) -> None:
+    from gradsim_taichi.objectives import KEY_THRESHOLD, LOSSES
     from gradsim_taichi.optimisers import KINDS
     from gradsim_taichi.scenes import SCENES
 
@@ -47,6 +48,40 @@ def add_estimate_parser(sub, help_line: str) -> None:
                    help="Gaussian blur (pixels) of both videos before the loss; widens the "
                         "basin, keeps the minimum (default: the scene's)")
     p.add_argument("--supervision", choices=["video", "3d"], default="video")
+    p.add_argument("--loss", choices=list(LOSSES), default=None,
+                   help="mse (default); robust: Charbonnier, scale 0.01 of the pixel range; "
+                        "silhouette: 1 - soft IoU of the body's coverage and the target "
+                        "mask; masked: RGB inside the mask, plus the silhouette times "
+                        "--silhouette-weight (default with --mask or --background-plate)")
+    p.add_argument("--silhouette-weight", type=float, default=None, metavar="W",
+                   help="weight of the silhouette term in --loss masked (default 0: a "
+                        "binary mask's outline biases the estimate by ~1e-4)")
+    p.add_argument("--mask", default=None, metavar="VIDEO",
+                   help="target mask video, as many frames as the target (a pixel with any "
+                        "channel > 0.5 is the object)")
+    p.add_argument("--background-plate", default=None, metavar="IMAGE",
+                   help="an image of the stage without the objects, same camera: the mask "
+                        "is where the target differs from it by more than --key-threshold")
+    p.add_argument("--key-threshold", type=float, default=None,
+                   help=f"difference keying threshold in [0, 1] pixel units (default "
+                        f"{KEY_THRESHOLD})")
+    p.add_argument("--ignore-shadows", action="store_true",
+                   help="with --background-plate: pixels that are the plate darkened by one "
+                        "factor in every channel are shadows, not the object")
+    p.add_argument("--mask-erode", type=int, default=0, metavar="N",
+                   help="shrink the target mask by N pixels: --loss masked then compares "
+                        "only pure object colour (edge pixels mix in the backdrop and its "
+                        "shadows)")
+    p.add_argument("--frame-range", default=None, metavar="A:B",
+                   help="fit only frames A..B (inclusive; frame 0 is the initial state; "
+                        "the simulation still starts there)")
+    p.add_argument("--stage-contact", type=int, nargs="?", const=-1, default=0, metavar="N",
+                   help="a first stage of N iterations (default: a third of --iters) on the "
+                        "frames before the first ground contact at the initial guess")
+    p.add_argument("--restarts", type=int, default=1, metavar="K",
+                   help="K estimations from guesses drawn with seeds SEED..SEED+K-1: the "
+                        "lowest loss is reported, all are recorded, and a warning says "
+                        "when they disagree")
     add_scene_args(p)
     add_run_args(p, "results/SCENE")
     p.set_defaults(func=cmd_estimate)
@@ -56,9 +91,35 @@ def cmd_estimate(args) -> int:
     import torch
 
     from gradsim_taichi.errors import EstimationError
-    from gradsim_taichi.estimation import estimate, render_target, write_outputs
+    from gradsim_taichi.estimation import (
+        estimate,
+        render_target,
+        render_target_mask,
+        write_outputs,
+    )
 
     check_run_args(args)
+    frame_range = _parse_frame_range(args.frame_range)
+    if args.restarts < 1:
+        raise CLIError(f"--restarts must be a positive integer; got {args.restarts}")
+    if args.stage_contact < -1:  # (-1: the flag without a number)
+        raise CLIError(f"--stage-contact must be a positive number of iterations; got "
+                       f"{args.stage_contact}")
+    if args.mask and args.background_plate:
+        raise CLIError("give --mask or --background-plate, not both")
+    if (args.key_threshold is not None or args.ignore_shadows) and not args.background_plate:
+        raise CLIError("--key-threshold and --ignore-shadows go with --background-plate")
+    loss = args.loss or ("masked" if args.mask or args.background_plate else "mse")
+    loss_fn = loss
+    if args.silhouette_weight is not None:
+        from gradsim_taichi.objectives import masked_loss
+
+        if loss != "masked":
+            raise CLIError("--silhouette-weight goes with --loss masked")
+        try:
+            loss_fn = masked_loss(args.silhouette_weight)
+        except ValueError as e:
+            raise CLIError(f"--silhouette-weight: {e}") from None
     if args.frame_stride < 1:
         raise CLIError(f"--frame-stride must be a positive integer; got {args.frame_stride}")
     if args.blur is not None and not args.blur >= 0:
@@ -91,6 +152,7 @@ def cmd_estimate(args) -> int:
             target_video = load_video(args.target)
         except (FileNotFoundError, ValueError) as e:
             raise CLIError(str(e)) from None
+    mask_source = _load_mask_source(args)
     out = output_dir(args.out or f"results/{args.scene}")
     from gradsim_taichi.run_loop import locked
 
@@ -100,20 +162,30 @@ def cmd_estimate(args) -> int:
         settings = dict(scene=args.scene, scene_file=args.scene_file, target=args.target,
                         true=truth,
                         frames=scene.frames, substeps=scene.substeps, fps=scene.fps,
-                        width=scene.width, height=scene.height)
+                        width=scene.width, height=scene.height,
+                        shape=getattr(scene, "shape", None), mask=args.mask,
+                        background_plate=args.background_plate,
+                        silhouette_weight=args.silhouette_weight,
+                        mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows)
         scene.ensure_built()
         if target_video is None:
             target = render_target(scene, args.supervision)
         else:
             target = target_video.to(torch.float64)
         status = 0
+        stage_contact = args.stage_contact
+        if stage_contact == -1:
+            stage_contact = max(2, (args.iters or scene.iters) // 3)
         try:
+            mask = _target_mask(mask_source, target, args, loss, scene, render_target_mask)
             result = estimate(scene, target, params=names, iters=args.iters, lr=args.lr,
                               optimizer=args.optimizer, frame_stride=args.frame_stride,
                               blur=args.blur,
                               supervision=args.supervision, seed=args.seed, out_dir=out,
                               resume=args.resume, progress=not args.quiet,
-                              true=truth if args.target is not None else None)
+                              true=truth if args.target is not None else None,
+                              loss=loss_fn, mask=mask, frame_range=frame_range,
+                              stage_contact=stage_contact, restarts=args.restarts)
         except ValueError as e:
             raise CLIError(str(e)) from None
         except EstimationError as e:
@@ -133,9 +205,80 @@ def cmd_estimate(args) -> int:
             if n in errors:
                 line += f"  true {_fmt(result.true[n])}  rel.err {errors[n]['rel_err']:.2e}"
             print(line)
+        for k, run in enumerate(result.restarts):
+            values = ", ".join(f"{n} {_fmt(v)}" for n, v in run["params"].items())
+            print(f"restart {k} (seed {run['seed']}): {values}  loss {run['loss']:.4g}"
+                  f"  {run['status']}")
         print(f"report: {paths['report']}\nplot:   {paths['plot']}\n"
               f"video:  {paths['video']} (and {paths['gif'].name})")
         return status
+
+
+def _parse_frame_range(text):
+    if text is None:
+        return None
+    first, sep, last = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return int(first), int(last)
+    except ValueError:
+        raise CLIError(f"--frame-range {text!r}: expected A:B, two frame numbers (e.g. "
+                       "0:12)") from None
+
+
+def _load_mask_source(args):
+    """The mask video or the background plate as read from disk (or None)."""
+    from gradsim_taichi.render import load_video
+
+    path = args.mask or args.background_plate
+    if path is None:
+        return None
+    flag = "--mask" if args.mask else "--background-plate"
+    try:
+        video = load_video(path)
+    except (FileNotFoundError, ValueError) as e:
+        raise CLIError(f"{flag}: {e}") from None
+    if args.background_plate and video.shape[0] != 1:
+        raise CLIError(f"--background-plate {path}: expected one image; it has "
+                       f"{video.shape[0]} frames")
+    return video
+
+
+def _target_mask(source, target, args, loss, scene, render_target_mask):
+    """The target mask for the mask losses, from --mask, --background-plate or (target
+    rendered from the preset) the preset's own coverage; None for the other losses."""
+    from gradsim_taichi.objectives import (
+        KEY_THRESHOLD,
+        LOSSES,
+        erode_mask,
+        mask_from_plate,
+        mask_from_video,
+        needs_mask,
+    )
+
+    if not needs_mask(LOSSES[loss]):
+        if source is not None or args.mask_erode:
+            raise CLIError(f"--loss {loss} does not use a mask; drop --mask / "
+                           "--background-plate / --mask-erode or use --loss masked or "
+                           "silhouette")
+        return None
+    if args.supervision == "3d":
+        raise CLIError(f"--loss {loss} compares images; not with --supervision 3d")
+    if source is None:
+        if args.target is not None:
+            raise CLIError(f"--loss {loss} needs the object's mask in the target: give "
+                           "--mask VIDEO or --background-plate IMAGE")
+        return erode_mask(render_target_mask(scene), args.mask_erode)
+    if args.mask:
+        if source.shape[0] != target.shape[0] or source.shape[1:3] != target.shape[1:3]:
+            raise CLIError(f"--mask {args.mask}: {source.shape[0]} frames of "
+                           f"{source.shape[2]}x{source.shape[1]} pixels; the target has "
+                           f"{target.shape[0]} frames of {target.shape[2]}x{target.shape[1]}")
+        return erode_mask(mask_from_video(source), args.mask_erode)
+    threshold = KEY_THRESHOLD if args.key_threshold is None else args.key_threshold
+    return erode_mask(mask_from_plate(target[..., :3], source[0].to(target.dtype), threshold,
+                                      shadows=args.ignore_shadows), args.mask_erode)
 
 
 def _parse_truth(items, names) -> dict:

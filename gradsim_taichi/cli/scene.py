@@ -35,20 +35,12 @@ def add_scene_parser(sub, help_line: str) -> None:
 
 
 def cmd_scene_show(args) -> int:
-    from dataclasses import fields
-
-    from gradsim_taichi.scenes import SCENES, make_scene
+    from gradsim_taichi.cli.common import make_preset
     from gradsim_taichi.scenes.scene_file import scene_to_toml
 
-    if args.preset not in SCENES:
-        raise CLIError(f"unknown scene {args.preset!r}; choose one of: {', '.join(SCENES)}")
-    overrides = scene_overrides(args)
-    if args.shape is not None:
-        if "shape" not in {f.name for f in fields(SCENES[args.preset])}:
-            raise CLIError(f"--shape: scene {args.preset!r} has no shape to choose")
-        overrides["shape"] = args.shape
+    args.scene = args.preset
     try:
-        text = scene_to_toml(make_scene(args.preset, **overrides))
+        text = scene_to_toml(make_preset(args))
     except ValueError as e:
         raise CLIError(str(e)) from None
     print(text, end="")

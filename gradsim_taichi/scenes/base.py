@@ -123,6 +123,7 @@ class Scene:
     coarse_iters: int = 0  # first iterations within each ParamSpec.basis; see estimate()
     blur: float = 0.0  # Gaussian blur (pixels) of both videos before the loss; see estimate()
     summary = ""  # one line for the CLI help
+    shapes = ()  # the body shapes a preset offers (its ``shape`` field; CLI --shape)
 
     # ---- to implement in presets ------------------------------------------------------
     def build_model(self):
@@ -182,8 +183,15 @@ class Scene:
         self.renderer = SoftRasterizer(self.camera, [p.mesh for p in self.parts],
                                        sigma=self.sigma, gamma=self.gamma,
                                        threshold=self.threshold,
-                                       background=torch.tensor(self.background,
-                                                               dtype=runtime.torch_dtype()))
+                                       background=torch.tensor(
+                                           self.background, dtype=runtime.torch_dtype(),
+                                           device=runtime.torch_device()))
+        # the simulated objects alone (no ground, no backdrop), unlit: their coverage
+        # (alpha), which the full render's alpha is not (the stage covers every pixel)
+        objects = [p.mesh for p in self.parts if p.static_vertices is None]
+        self.coverage_renderer = SoftRasterizer(
+            self.camera, objects, lights=[], sigma=self.sigma, gamma=self.gamma,
+            threshold=self.threshold) if objects else None
         self._generation = runtime.generation()
 
     def _with_derived(self, derived: dict) -> dict:
@@ -218,24 +226,52 @@ class Scene:
     def vertices(self, outputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """Per render part, vertex positions ``[F + 1, V_k, 3]``."""
         out = []
-        dtype = runtime.torch_dtype()
+        dtype, device = runtime.torch_dtype(), runtime.torch_device()
         for part in self.parts:
             if part.static_vertices is not None:
-                out.append(torch.as_tensor(part.static_vertices, dtype=dtype))
+                out.append(torch.as_tensor(part.static_vertices, dtype=dtype, device=device))
             else:
                 x = outputs[part.output]
                 out.append(x if part.vertex_ids is None else x[:, torch.as_tensor(part.vertex_ids)])
         return out
 
-    def render(self, outputs, frame_ids=None) -> torch.Tensor:
-        """RGBA frames ``[F', H, W, 4]`` of the chosen frames (default all)."""
+    def render(self, outputs, frame_ids=None, coverage: bool = False) -> torch.Tensor:
+        """RGBA frames ``[F', H, W, 4]`` of the chosen frames (default all). The alpha of
+        the full render is ~1 everywhere (the stage covers the image); ``coverage=True``
+        puts the soft coverage of the simulated objects alone there instead (the ground
+        and backdrop excluded; occlusion by them ignored): what the mask losses compare
+        with a target mask."""
         verts = self.vertices(outputs)
         if frame_ids is not None:
             idx = torch.as_tensor(frame_ids)
             verts = [v[idx] if v.ndim == 3 else v for v in verts]
         F = next((v.shape[0] for v in verts if v.ndim == 3), 1)
         verts = [v if v.ndim == 3 else v[None].expand(F, -1, -1) for v in verts]
-        return self.renderer(verts)
+        frames = self.renderer(verts)
+        if not coverage:
+            return frames
+        moving = [v for v, p in zip(verts, self.parts) if p.static_vertices is None]
+        if self.coverage_renderer is None:
+            alpha = torch.zeros_like(frames[..., 3])
+        else:
+            alpha = self.coverage_renderer(moving)[..., 3]
+        return torch.cat([frames[..., :3], alpha[..., None]], -1)
+
+    def render_backdrop(self) -> torch.Tensor:
+        """The stage without the simulated objects, RGBA ``[H, W, 4]``: a background plate
+        for :func:`gradsim_taichi.objectives.mask_from_plate`."""
+        self.ensure_built()
+        static = [(p.mesh, torch.as_tensor(p.static_vertices, dtype=runtime.torch_dtype()))
+                  for p in self.parts if p.static_vertices is not None]
+        if not static:
+            bg = torch.tensor(self.background, dtype=runtime.torch_dtype())
+            return torch.cat([bg.expand(self.height, self.width, 3),
+                              torch.zeros(self.height, self.width, 1, dtype=bg.dtype)], -1)
+        r = self.renderer
+        plate = SoftRasterizer(self.camera, [m for m, _ in static], lights=r.lights,
+                               sigma=r.sigma, gamma=r.gamma, threshold=r.threshold,
+                               background=r.background, eps=r.eps)
+        return plate([v for _, v in static])
 
     def tracked_positions(self, outputs) -> torch.Tensor:
         """Positions of every simulated render vertex ``[F + 1, V, 3]`` (3D supervision)."""
@@ -253,9 +289,9 @@ class Scene:
         return names
 
     def true_values(self, names) -> dict[str, torch.Tensor]:
-        dtype = runtime.torch_dtype()
+        dtype, device = runtime.torch_dtype(), runtime.torch_device()
         return {n: torch.as_tensor(np.asarray(self.params[n].true, dtype=np.float64),
-                                   dtype=dtype) for n in names}
+                                   dtype=dtype, device=device) for n in names}
 
 
 def ramp_colors(rest: np.ndarray, base, strength: float = 0.3) -> np.ndarray:

@@ -50,6 +50,7 @@ class RigidMass(Scene):
 
     name: str = "rigid-mass"
     summary = "rigid body pushed by a known impulse, tumbling onto the ground; unknown mass"
+    shapes = SHAPES
     shape: str = "box"
     frames: int = 40
     substeps: int = 32
