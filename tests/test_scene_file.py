@@ -351,6 +351,18 @@ def test_cli_estimate_from_a_scene_file(tmp_path, capsys):
     assert "rel.err" in capsys.readouterr().out
 
 
+def test_cli_scene_file_with_the_own_video_options(tmp_path):
+    path = tmp_path / "scene.toml"
+    path.write_text(BASE)
+    out = tmp_path / "run"
+    assert main(["estimate", "--scene", str(path), "--iters", "2", "--loss", "masked",
+                 "--frame-range", "0:8", "--restarts", "2", "--out", str(out), "--quiet",
+                 "--arch", TEST_ARCH]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["loss"] == "masked" and len(report["restarts"]) == 2
+    assert report["settings"]["frame_range"] == [0, 8]
+
+
 def test_cli_estimate_from_a_scene_file_and_a_video(tmp_path, capsys):
     """The user's case: the file knows no truth, the clip is a video (8-bit PNGs here,
     rendered from mass 4 kg); --true only for the report."""
@@ -398,6 +410,7 @@ def test_cli_scene_check(tmp_path, capsys):
     (["estimate"], "give a preset SCENE or --scene FILE (exactly one)"),
     (["estimate", "rigid-mass", "--scene", "x.toml"], "exactly one"),
     (["estimate", "--scene", "/nonexistent/scene.toml"], "scene file not found"),
+    (["estimate", "--scene", "x.toml", "--shape", "cone"], "--shape goes with a preset"),
     (["scene", "show", "fem-beam"], "not expressible as a scene file yet"),
     (["scene", "show", "no-such"], "unknown scene 'no-such'"),
     (["scene", "show", "fem-beam", "--shape", "box"], "offers no shapes"),
