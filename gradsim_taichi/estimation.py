@@ -701,6 +701,11 @@ def write_report(path, scene: Scene, result: EstimationResult, settings: dict | 
     spread = (result.uncertainty or {}).get("params", {})
     for n, est in result.params.items():
         entry = {"init": jsonable(result.init[n]), "estimate": jsonable(est), **spread.get(n, {})}
+        if n in result.spread:  # the restarts' estimates, next to the local interval
+            runs = np.array([np.asarray(r["params"][n], dtype=np.float64)
+                             for r in result.restarts if n in r["params"]])
+            entry["restarts_spread"] = result.spread[n]
+            entry["restarts_range"] = [jsonable(runs.min(axis=0)), jsonable(runs.max(axis=0))]
         if n in result.true:
             entry["true"] = jsonable(result.true[n])
             entry.update(errors[n])
@@ -736,3 +741,25 @@ def write_outputs(out_dir, scene: Scene, result: EstimationResult, target,
         pixels = target if result.settings.get("supervision") != "3d" else render_target(scene)
     mp4, gif = save_compare_videos(out_dir, pixels, video, fps=scene.fps, initial=initial)
     return {"report": report, "plot": plot, "video": mp4, "gif": gif}
+
+
+def estimate_into(out_dir, scene: Scene, target=None, settings: dict | None = None,
+                  supervision: str = "video", **options):
+    """One estimation as the ``estimate`` command runs it: the target (``None``: rendered
+    from the scene's truth, :func:`render_target`), :func:`estimate` with its resume
+    state in ``out_dir`` and ``options`` (its keyword arguments), then
+    :func:`write_outputs` there, also for a run that stopped early (NaN/inf) or diverged.
+
+    Returns ``(result, paths, stop)``: ``stop`` is the :class:`EstimationError` of a run
+    that stopped early, else None. A ValueError for bad options or a bad target."""
+    scene.ensure_built()
+    if target is None:
+        target = render_target(scene, supervision)
+    else:
+        target = torch.as_tensor(target).to(torch.float64)
+    stop = None
+    try:
+        result = estimate(scene, target, supervision=supervision, out_dir=out_dir, **options)
+    except EstimationError as e:
+        result, stop = e.result, e
+    return result, write_outputs(out_dir, scene, result, target, settings), stop

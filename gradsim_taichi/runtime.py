@@ -38,6 +38,14 @@ _PRECISIONS = {
 _state: dict = {"initialized": False, "generation": 0}
 
 
+def seed_generators(seed: int) -> None:
+    """Seed Python's, numpy's and torch's global random generators (what ``init(seed=)``
+    does besides Taichi's), e.g. between runs that share one initialisation."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 def init(
     arch: str = "auto",
     precision: str = "f64",
@@ -71,9 +79,7 @@ def init(
         kwargs["cpu_max_num_threads"] = int(threads)
     if seed is not None:
         kwargs["random_seed"] = int(seed)
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
+        seed_generators(seed)
     if _state["initialized"]:
         ti.reset()
     # "auto" asks for CUDA only when a driver is there, so CPU machines stay quiet.

@@ -386,6 +386,25 @@ def test_restarts_agree_quietly_and_disagree_loudly():
         int(np.argmin([x["loss"] for x in r.restarts]))]["seed"]
 
 
+def test_restarts_spread_sits_next_to_the_local_interval(tmp_path):
+    """report.json: per parameter the local interval (std, ci95) and the restarts'
+    spread and range side by side."""
+    import json
+
+    from gradsim_taichi.estimation import write_report
+
+    scene = _rigid()
+    target = render_target(scene)
+    r = estimate(scene, target, restarts=2, seed=2, iters=1, optimizer="adam",
+                 progress=False)
+    entry = json.loads(write_report(tmp_path / "report.json", scene, r).read_text())
+    entry = entry["params"]["mass"]
+    runs = [float(x["params"]["mass"]) for x in r.restarts]
+    assert {"std", "ci95", "restarts_spread", "restarts_range"} <= set(entry)
+    assert entry["restarts_range"] == [min(runs), max(runs)]
+    assert entry["restarts_spread"] == r.spread["mass"] > 0
+
+
 def test_mask_losses_need_a_mask_and_recover_the_mass():
     from gradsim_taichi.estimation import render_target_mask
 

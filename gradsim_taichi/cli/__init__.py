@@ -1,17 +1,18 @@
 """The ``gradsim-taichi`` command line (also ``python -m gradsim_taichi``).
 
     gradsim-taichi estimate SCENE   parameters from video (cli/estimate.py); or --scene FILE
+    gradsim-taichi estimate-batch MANIFEST  many estimations, here or on Ray (cli/estimate_batch.py)
     gradsim-taichi control TASK     a policy from one target image (cli/control.py)
     gradsim-taichi landscape SCENE  the loss along one or two parameters (cli/landscape.py)
     gradsim-taichi simulate         the built-in spring net (cli/simulate.py)
-    gradsim-taichi scene show PRESET  a preset as a scene file (cli/scene.py)
+    gradsim-taichi scene show PRESET  a preset as a scene file; scene check FILE (cli/scene.py)
     gradsim-taichi info             versions and what the runtime picks
 
 Parsing and printing only: the work is done by the package's modules. Exit status: 0
 done; 2 bad input (:class:`CLIError`, a ``ValueError`` the jobs raise, a damaged resume
 state, an output folder another run holds), printed as one line without a traceback;
 3 a run that stopped early (NaN/inf) or diverged, its outputs written with the last
-good (NaN) or the best (divergence) state; 130 interrupted.
+good (NaN) or the best (divergence) state (estimate-batch: an item failed); 130 interrupted.
 """
 
 import argparse
@@ -39,6 +40,9 @@ def cmd_info(args) -> int:
 COMMANDS = {
     "estimate": ("estimate physical parameters of a scene preset from video",
                  "gradsim_taichi.cli.estimate", "add_estimate_parser"),
+    "estimate-batch": ("estimate parameters for every item of a manifest (JSON Lines or "
+                       "CSV), in this process or on Ray workers",
+                       "gradsim_taichi.cli.estimate_batch", "add_estimate_batch_parser"),
     "control": ("train a policy through the simulator and renderer to reach a target image",
                 "gradsim_taichi.cli.control", "add_control_parser"),
     "landscape": ("the loss along one or two parameters of a preset (curve or heat map)",

@@ -82,21 +82,12 @@ def add_scene_args(p) -> None:
 def make_preset(args, names=()):
     """The preset ``args.scene`` with the overrides of :func:`add_scene_args`, checked, and
     ``names`` checked against its parameters."""
-    from gradsim_taichi.scenes import SCENES, make_scene
+    from gradsim_taichi.scenes import SCENES
+    from gradsim_taichi.scenes import make_preset as make
 
-    if args.scene not in SCENES:
-        raise CLIError(f"unknown scene {args.scene!r}; choose one of: {', '.join(SCENES)}")
     overrides = {}
-    if args.frames is not None:
-        if args.frames < 1:
-            raise CLIError(f"--frames must be a positive integer; got {args.frames}")
-        overrides["frames"] = args.frames
-    if args.resolution is not None:
-        if args.resolution < 8 or args.resolution % 2:
-            raise CLIError(f"--resolution must be an even number >= 8; got {args.resolution}")
-        overrides["width"] = overrides["height"] = args.resolution
     shape = getattr(args, "shape", None)
-    if shape is not None:
+    if shape is not None and args.scene in SCENES:
         offered = SCENES[args.scene].shapes
         if not offered:
             with_shapes = ", ".join(k for k, v in SCENES.items() if v.shapes)
@@ -106,9 +97,12 @@ def make_preset(args, names=()):
             raise CLIError(f"--shape {shape!r}: scene {args.scene!r} offers "
                            f"{', '.join(offered)}")
         overrides["shape"] = shape
-    scene = make_scene(args.scene, **overrides)
     try:
+        scene = make(args.scene, frames=args.frames, resolution=args.resolution,
+                     **overrides)
         scene.check_params(names)
     except KeyError as e:
         raise CLIError(e.args[0]) from None
+    except ValueError as e:
+        raise CLIError(f"--{e}") from None
     return scene

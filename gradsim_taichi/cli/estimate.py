@@ -88,15 +88,7 @@ def add_estimate_parser(sub, help_line: str) -> None:
 
 
 def cmd_estimate(args) -> int:
-    import torch
-
-    from gradsim_taichi.errors import EstimationError
-    from gradsim_taichi.estimation import (
-        estimate,
-        render_target,
-        render_target_mask,
-        write_outputs,
-    )
+    from gradsim_taichi.estimation import estimate_into, render_target, render_target_mask
 
     check_run_args(args)
     frame_range = _parse_frame_range(args.frame_range)
@@ -168,30 +160,27 @@ def cmd_estimate(args) -> int:
                         silhouette_weight=args.silhouette_weight,
                         mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows)
         scene.ensure_built()
-        if target_video is None:
-            target = render_target(scene, args.supervision)
-        else:
-            target = target_video.to(torch.float64)
-        status = 0
+        target = (render_target(scene, args.supervision) if target_video is None
+                  else target_video)
         stage_contact = args.stage_contact
         if stage_contact == -1:
             stage_contact = max(2, (args.iters or scene.iters) // 3)
         try:
             mask = _target_mask(mask_source, target, args, loss, scene, render_target_mask)
-            result = estimate(scene, target, params=names, iters=args.iters, lr=args.lr,
-                              optimizer=args.optimizer, frame_stride=args.frame_stride,
-                              blur=args.blur,
-                              supervision=args.supervision, seed=args.seed, out_dir=out,
-                              resume=args.resume, progress=not args.quiet,
-                              true=truth if args.target is not None else None,
-                              loss=loss_fn, mask=mask, frame_range=frame_range,
-                              stage_contact=stage_contact, restarts=args.restarts)
+            result, paths, stop = estimate_into(
+                out, scene, target, settings, supervision=args.supervision,
+                params=names, iters=args.iters, lr=args.lr, optimizer=args.optimizer,
+                frame_stride=args.frame_stride, blur=args.blur, seed=args.seed,
+                resume=args.resume, progress=not args.quiet,
+                true=truth if args.target is not None else None,
+                loss=loss_fn, mask=mask, frame_range=frame_range,
+                stage_contact=stage_contact, restarts=args.restarts)
         except ValueError as e:
             raise CLIError(str(e)) from None
-        except EstimationError as e:
-            print(f"gradsim-taichi: {e}")
-            result, status = e.result, 3
-        paths = write_outputs(out, scene, result, target, settings)
+        status = 0
+        if stop is not None:
+            print(f"gradsim-taichi: {stop}")
+            status = 3
         for warning in result.warnings:
             print(f"gradsim-taichi: warning: {warning}")
         errors = result.errors()

@@ -1,7 +1,8 @@
 """Presets: the paper's estimation experiments, the control tasks and the spring net.
 
 ``make_scene(name, **overrides)`` builds an estimation preset (``SCENES`` maps names to
-classes), ``make_task(name, **overrides)`` a control task (``TASKS``). Each preset is
+classes; ``make_preset`` with the command line's size overrides checked),
+``make_task(name, **overrides)`` a control task (``TASKS``). Each preset is
 built only through the public :class:`~gradsim_taichi.builder.ModelBuilder` API.
 """
 
@@ -9,13 +10,14 @@ from gradsim_taichi.scenes.base import ParamSpec, RenderPart, Scene, ground_part
 from gradsim_taichi.scenes.registry import (
     SCENES,
     TASKS,
+    make_preset,
     make_scene,
     make_task,
     register,
     register_task,
 )
 
-__all__ = ["SCENES", "TASKS", "make_scene", "make_task", "register", "register_task",
+__all__ = ["SCENES", "TASKS", "make_scene", "make_preset", "make_task", "register", "register_task",
            "Scene", "ParamSpec", "RenderPart", "ground_part"]
 
 # presets register themselves on import

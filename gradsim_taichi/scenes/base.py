@@ -288,6 +288,21 @@ class Scene:
                            f"valid: {', '.join(self.params)}")
         return names
 
+    def set_truth(self, values: dict) -> None:
+        """Make ``values`` (``{name: value}``) the ground truth of those parameters (in new
+        specs: declared ones are never changed); the scene is rebuilt when next used. A
+        KeyError for an unknown name, a ValueError for a value that is not finite (or
+        not > 0 for a positive parameter)."""
+        self.check_params(values)
+        for n, v in values.items():
+            v = np.asarray(v, dtype=np.float64)
+            if not np.all(np.isfinite(v)) or (self.params[n].positive and np.any(v <= 0)):
+                raise ValueError(f"true value of {n!r} must be finite"
+                                 f"{' and > 0' if self.params[n].positive else ''}; got {v}")
+        self.params = {n: replace(spec, true=values[n]) if n in values else spec
+                       for n, spec in self.params.items()}
+        self._generation = None
+
     def true_values(self, names) -> dict[str, torch.Tensor]:
         dtype, device = runtime.torch_dtype(), runtime.torch_device()
         return {n: torch.as_tensor(np.asarray(self.params[n].true, dtype=np.float64),

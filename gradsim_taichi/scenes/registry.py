@@ -23,6 +23,28 @@ def make_scene(name: str, **overrides):
     return _make(SCENES, "scene", name, overrides)
 
 
+def make_preset(name: str, frames: int | None = None, resolution: int | None = None,
+                **overrides):
+    """:func:`make_scene` with the size overrides the command line offers, checked:
+    ``frames`` (a positive integer) and ``resolution`` (square images, an even number
+    >= 8). A KeyError for an unknown name, a ValueError for a bad size or field."""
+    if name not in SCENES:
+        raise KeyError(f"unknown scene {name!r}; choose one of: {', '.join(SCENES)}")
+    if frames is not None:
+        if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
+            raise ValueError(f"frames must be a positive integer; got {frames}")
+        overrides["frames"] = frames
+    if resolution is not None:
+        if (isinstance(resolution, bool) or not isinstance(resolution, int)
+                or resolution < 8 or resolution % 2):
+            raise ValueError(f"resolution must be an even number >= 8; got {resolution}")
+        overrides["width"] = overrides["height"] = resolution
+    try:
+        return make_scene(name, **overrides)
+    except TypeError as e:  # a field the preset does not have
+        raise ValueError(f"scene {name!r}: {e}") from None
+
+
 def make_task(name: str, **overrides):
     """A control task by name; keyword arguments override its fields (frames, width, ...)."""
     return _make(TASKS, "control task", name, overrides)

@@ -1,0 +1,578 @@
+"""Many estimations at once: a manifest of items, run in this process or on Ray.
+
+``gradsim-taichi estimate-batch MANIFEST --out DIR`` (``cli/estimate_batch.py``) reads a
+manifest (:func:`read_manifest`), runs every item as the ``estimate`` command would
+(:func:`run_item`, into ``DIR/items/ID/``) and writes ``summary.csv``, ``summary.json``
+and ``summary.png`` in ``DIR`` (:func:`write_summary`).
+
+The manifest is JSON Lines (one object per line; blank lines and lines starting with
+``#`` are skipped) or CSV (a header row; an empty cell is an absent key). Keys:
+
+- ``id`` (required): the item's folder name (letters, digits, ``.``, ``_``, ``-``).
+- ``scene`` (required): a preset of :data:`gradsim_taichi.scenes.SCENES`.
+- ``shape``: the body's shape for the presets that have one (``rigid-mass``,
+  ``rigid-contact``: ``gradsim_taichi.scenes.rigid.SHAPES``).
+- ``seed``: draws the initial guess (default 0).
+- ``target``: a video (MP4, GIF, a folder of PNGs; relative to the manifest's folder);
+  absent, empty or ``"synthetic"``: rendered from the scene's ground truth.
+- ``truth``: ``{name: value}`` (CSV: ``name=value;name=value``): with a target video the
+  known truth to report errors against; without one the ground truth the target is
+  rendered from (default: the preset's).
+- ``iters``, ``lr``, ``optimizer``, ``frames``, ``resolution``, ``params`` (a list, or
+  names separated by commas), ``blur``, ``frame_stride``: as the ``estimate`` command's
+  flags (default: the preset's).
+
+Failures are isolated: an item whose scene, shape, video or options are bad, or whose
+run stops on a NaN or diverges, is marked failed with its message and the others go on.
+Structural errors of the manifest itself (a line that is not JSON, a missing or
+duplicate id, an unknown key, a value of the wrong type) stop before anything runs
+(:class:`ManifestError`, naming every bad line).
+
+On Ray each worker is a long-lived actor that initialises Taichi once and reuses the
+compiled kernels for every item it runs; a worker lost mid-item (killed, or its node
+gone) is replaced and the item retried from its own resume state, up to ``retries``
+times, then marked failed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gradsim_taichi import runtime
+from gradsim_taichi.reports import atomic_path
+
+__all__ = ["Item", "ManifestError", "RayMissingError", "read_manifest", "parse_item",
+           "run_item", "run_batch", "write_summary", "KEYS", "Worker"]
+
+ITEMS_DIR = "items"
+ERROR_FILE = "error.json"
+REPORT_FILE = "report.json"
+STATE_FILE = "state.pt"
+INSTALL_RAY = ("Ray is not installed: pip install 'gradsim-taichi[cluster]' (or "
+               "pip install 'ray>=2.9'); or run the items one after another in this "
+               "process with --workers 1")
+
+_INTS = ("seed", "iters", "frames", "resolution", "frame_stride")
+_FLOATS = ("lr", "blur")
+_STRS = ("id", "scene", "shape", "target", "optimizer")
+KEYS = ("id", "scene", "shape", "seed", "target", "truth", "iters", "lr", "optimizer",
+        "frames", "resolution", "params", "blur", "frame_stride")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be read; the message names every bad line."""
+
+
+class RayMissingError(ImportError):
+    """Ray is needed (more than one worker, or a cluster) and not installed."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One estimation of a manifest (see the module's docstring for the keys); ``line``
+    is where it stands in the manifest."""
+
+    id: str
+    scene: str
+    line: int = 0
+    shape: str | None = None
+    seed: int = 0
+    target: str | None = None
+    truth: dict = field(default_factory=dict)
+    iters: int | None = None
+    lr: float | None = None
+    optimizer: str | None = None
+    frames: int | None = None
+    resolution: int | None = None
+    params: tuple = ()
+    blur: float | None = None
+    frame_stride: int = 1
+
+
+# ---- the manifest ------------------------------------------------------------------------
+
+def read_manifest(path) -> list[Item]:
+    """The items of a manifest file: CSV when its name ends in ``.csv``, else JSON Lines.
+    A :class:`ManifestError` names every bad line (and stops before anything runs)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ManifestError(f"cannot read manifest {path}: {e.strerror or e}") from None
+    reader = _csv_records if path.suffix.lower() == ".csv" else _jsonl_records
+    items, errors, seen = [], [], {}
+    for line, record in reader(text):
+        try:
+            if isinstance(record, str):
+                raise ManifestError(record)
+            item = parse_item(record, line, path.parent, from_csv=reader is _csv_records)
+        except ManifestError as e:
+            errors.append(f"line {line}: {e}")
+            continue
+        if item.id in seen:
+            errors.append(f"line {line}: duplicate id {item.id!r} (first on line "
+                          f"{seen[item.id]})")
+            continue
+        seen[item.id] = line
+        items.append(item)
+    if errors:
+        raise ManifestError(f"manifest {path}: " + "; ".join(errors))
+    if not items:
+        raise ManifestError(f"manifest {path} lists no items")
+    return items
+
+
+def _jsonl_records(text):
+    """``(line number, dict or error message)`` per non-blank, non-comment line."""
+    for n, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as e:
+            yield n, f"not valid JSON ({e.msg} at column {e.colno})"
+            continue
+        yield n, record if isinstance(record, dict) else "expected a JSON object {...}"
+
+
+def _csv_records(text):
+    """``(line number, dict)`` per row (empty cells left out); the header is line 1."""
+    reader = csv.DictReader(io.StringIO(text))
+    for row in reader:
+        if None in row:
+            yield reader.line_num, "more cells than the header has columns"
+            continue
+        record = {k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()}
+        if record:
+            yield reader.line_num, record
+
+
+def parse_item(record: dict, line: int = 0, base=".", from_csv: bool = False) -> Item:
+    """An :class:`Item` from one manifest record (values as JSON gives them, or strings
+    from CSV); a relative ``target`` is taken relative to ``base``. A
+    :class:`ManifestError` for a missing id or scene, an unknown key or a bad value."""
+    unknown = sorted(set(record) - set(KEYS))
+    if unknown:
+        raise ManifestError(f"unknown key {unknown[0]!r}; keys: {', '.join(KEYS)}")
+    for key in ("id", "scene"):
+        if record.get(key) in (None, ""):
+            raise ManifestError(f"missing {key!r}")
+    values = {}
+    for key, value in record.items():
+        if value is None:
+            continue
+        if key == "id" and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        values[key] = _convert(key, value, from_csv)
+    if not _ID.match(values["id"]):
+        raise ManifestError(f"id {values['id']!r}: use letters, digits, '.', '_' and '-' "
+                            "(it names the item's folder)")
+    target = values.get("target")
+    if target in ("", "synthetic"):
+        values.pop("target")
+    elif target is not None:
+        values["target"] = str(Path(base) / target)
+    return Item(line=line, **values)
+
+
+def _convert(key: str, value, from_csv: bool):
+    """One manifest value, checked (and converted from a CSV string)."""
+    if key in _STRS:
+        if not isinstance(value, str):
+            raise ManifestError(f"{key} must be a string; got {value!r}")
+        return value.strip()
+    if key in _INTS:
+        if from_csv:
+            try:
+                value = int(value)
+            except ValueError:
+                raise ManifestError(f"{key} must be an integer; got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int) or value < (key != "seed"):
+            raise ManifestError(f"{key} must be an integer >= {int(key != 'seed')}; got "
+                                f"{value!r}")
+        return value
+    if key in _FLOATS:
+        return _number(key, value, from_csv, low=0, above=key == "lr")
+    if key == "params":
+        names = value.replace(";", ",").split(",") if isinstance(value, str) else value
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ManifestError(f"params must be a list of names or a string 'a,b'; got "
+                                f"{value!r}")
+        return tuple(n.strip() for n in names if n.strip())
+    # truth
+    if from_csv:
+        pairs = [p.partition("=") for p in value.split(";") if p.strip()]
+        if not all(sep for _, sep, _ in pairs):
+            raise ManifestError(f"truth must be 'name=value;name=value'; got {value!r}")
+        value = {n.strip(): _number(f"truth {n.strip()}", v, True) for n, _, v in pairs}
+    if not isinstance(value, dict):
+        raise ManifestError(f"truth must be an object {{name: value}}; got {value!r}")
+    out = {}
+    for name, v in value.items():
+        arr = np.asarray(v, dtype=object)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                   and math.isfinite(x) for x in arr.reshape(-1)):
+            raise ManifestError(f"truth {name}: expected a finite number or a list of "
+                                f"them; got {v!r}")
+        out[name] = v
+    return out
+
+
+def _number(key, value, from_csv, low=None, above=False) -> float:
+    """A finite number (from a CSV string too), ``>= low`` (``> low`` with ``above``)."""
+    if from_csv:
+        try:
+            value = float(value)
+        except ValueError:
+            raise ManifestError(f"{key} must be a number; got {value!r}") from None
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    if ok and low is not None:
+        ok = value > low if above else value >= low
+    if not ok:
+        bound = "" if low is None else f" {'>' if above else '>='} {low:g}"
+        raise ManifestError(f"{key} must be a finite number{bound}; got {value!r}")
+    return float(value)
+
+
+# ---- one item ----------------------------------------------------------------------------
+
+def item_dir(out, item_id: str) -> Path:
+    return Path(out) / ITEMS_DIR / item_id
+
+
+def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
+    """Estimate one item into ``out/items/ID/`` as the ``estimate`` command does
+    (report.json, loss.png, compare.mp4/gif, state.pt), after ``gradsim_taichi.init``.
+    Never raises for a bad item: returns its summary row (:func:`row_from_report`) with
+    status ``"failed"`` and the message (also in ``error.json`` there) instead. Without
+    ``resume`` any earlier resume state of the item is dropped first."""
+    from gradsim_taichi.estimation import estimate_into
+    from gradsim_taichi.render import load_video
+    from gradsim_taichi.run_loop import locked
+    from gradsim_taichi.scenes import make_preset
+
+    folder = item_dir(out, item.id)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        with locked(folder):
+            for name in (ERROR_FILE, REPORT_FILE) + (() if resume else (STATE_FILE,)):
+                (folder / name).unlink(missing_ok=True)
+            scene = make_preset(item.scene, frames=item.frames, resolution=item.resolution,
+                                **({"shape": item.shape} if item.shape else {}))
+            names = scene.check_params(item.params or scene.default_params)
+            target = None
+            if item.target is not None:
+                scene.check_params(item.truth)
+                target = load_video(item.target)
+            elif item.truth:
+                scene.set_truth(item.truth)
+            settings = dict(scene=item.scene, target=item.target, true=item.truth,
+                            frames=scene.frames, substeps=scene.substeps, fps=scene.fps,
+                            width=scene.width, height=scene.height, id=item.id,
+                            shape=item.shape, attempt=attempt)
+            runtime.seed_generators(item.seed)  # as `estimate --seed` does through init
+            estimate_into(folder, scene, target, settings, params=names, iters=item.iters,
+                          lr=item.lr, optimizer=item.optimizer,
+                          frame_stride=item.frame_stride, blur=item.blur, seed=item.seed,
+                          resume=resume, progress=False,
+                          true=item.truth if item.target is not None else None)
+    except Exception as e:  # isolated: the item fails, the batch goes on
+        return failed_row(out, item, error_message(e), attempt)
+    row = row_from_report(item, folder / REPORT_FILE)
+    row["attempts"] = attempt
+    return row
+
+
+def error_message(e: BaseException) -> str:
+    """One line for an item's failure (the first of a longer message)."""
+    if isinstance(e, KeyError) and e.args:
+        text = str(e.args[0])
+    elif isinstance(e, (ValueError, FileNotFoundError)) and str(e):
+        text = str(e)
+    else:
+        text = f"{type(e).__name__}: {e}"
+    return text.strip().splitlines()[0] if text.strip() else type(e).__name__
+
+
+def failed_row(out, item: Item, message: str, attempts: int = 1) -> dict:
+    """The row of an item that failed before it had a report; also ``error.json``."""
+    row = dict(id=item.id, scene=item.scene, shape=item.shape, status="failed",
+               message=message, iterations=0, seconds=0.0, attempts=attempts, params={})
+    _write_json(item_dir(out, item.id) / ERROR_FILE, {**row, "item": asdict(item)})
+    return row
+
+
+def row_from_report(item: Item, path) -> dict:
+    """An item's summary row from its ``report.json``: status ``"done"`` only if the run
+    finished (a run stopped by NaN/inf or divergence is ``"failed"``, its message kept),
+    per parameter estimate / true / abs_err / rel_err."""
+    report = json.loads(Path(path).read_text())
+    params = {n: {k: p[k] for k in ("estimate", "true", "abs_err", "rel_err") if k in p}
+              for n, p in report["params"].items()}
+    return dict(id=item.id, scene=item.scene, shape=item.shape,
+                status="done" if report["status"] == "done" else "failed",
+                message=report["message"], iterations=report["iterations"],
+                seconds=report["seconds"], attempts=1, params=params)
+
+
+def finished(out, item: Item) -> bool:
+    """True when the item's ``report.json`` says done (``--resume`` skips it)."""
+    path = item_dir(out, item.id) / REPORT_FILE
+    try:
+        return json.loads(path.read_text()).get("status") == "done"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+# ---- the batch ---------------------------------------------------------------------------
+
+def run_batch(items, out, workers: int | None = 1, address: str | None = None,
+              resume: bool = False, retries: int = 2, settings: dict | None = None,
+              backend: str = "auto", progress: bool = True, plot: bool = True) -> dict:
+    """Run every item of ``items`` (:class:`Item`) into ``out`` and write the summary.
+
+    Args:
+        workers: items run at once (default None: one per core here, or every CPU of
+            the cluster at ``address``).
+        address: a running Ray cluster (``ray start --head``); None: Ray on this machine.
+        resume: skip the items whose report says done; resume the others from their
+            own state.
+        retries: times an item is retried after its worker was lost.
+        settings: ``gradsim_taichi.init`` keyword arguments for every worker (arch,
+            precision, threads; Ray workers default to ``threads=1``).
+        backend: ``"process"`` (in this process, one item after another), ``"ray"`` or
+            ``"auto"`` (Ray for more than one worker or with ``address``).
+    Returns the summary (see :func:`write_summary`).
+    """
+    from tqdm import tqdm
+
+    from gradsim_taichi.run_loop import locked
+
+    if backend not in ("auto", "process", "ray"):
+        raise ValueError(f"backend must be 'auto', 'process' or 'ray'; got {backend!r}")
+    if workers is not None and (isinstance(workers, bool) or int(workers) != workers
+                                or workers < 1):
+        raise ValueError(f"workers must be a positive integer; got {workers!r}")
+    if isinstance(retries, bool) or int(retries) != retries or retries < 0:
+        raise ValueError(f"retries must be an integer >= 0; got {retries!r}")
+    use_ray = backend == "ray" or (backend == "auto" and (address is not None
+                                                          or (workers or 2) > 1))
+    if use_ray:
+        import_ray()
+    items = list(items)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with locked(out):
+        rows = {}
+        if resume:
+            rows = {i.id: row_from_report(i, item_dir(out, i.id) / REPORT_FILE)
+                    for i in items if finished(out, i)}
+        todo = [i for i in items if i.id not in rows]
+        bar = tqdm(total=len(items), initial=len(rows), disable=not progress,
+                   desc="estimate-batch", unit="item")
+        running = set()
+
+        def event(kind, value):
+            if kind == "start":
+                running.add(value.id)
+            else:
+                running.discard(value["id"])
+                rows[value["id"]] = value
+                bar.update(1)
+                write_summary(out, [rows[i.id] for i in items if i.id in rows], plot=False)
+            failed = sum(r["status"] == "failed" for r in rows.values())
+            bar.set_postfix(done=len(rows) - failed, failed=failed, running=len(running))
+
+        try:
+            if use_ray and todo:
+                _run_ray(todo, out, resume, retries, settings or {}, workers, address, event)
+            else:
+                if settings is not None:
+                    runtime.init(**settings)
+                for item in todo:
+                    event("start", item)
+                    event("done", run_item(item, out, resume))
+        finally:
+            bar.close()
+        return write_summary(out, [rows[i.id] for i in items], plot=plot)
+
+
+def import_ray():
+    """The ``ray`` module, or :class:`RayMissingError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise RayMissingError(INSTALL_RAY) from None
+    return ray
+
+
+class Worker:
+    """A Ray actor: initialises Taichi once, then runs items with the compiled kernels."""
+
+    def __init__(self, settings: dict):
+        runtime.init(**settings)
+
+    def run(self, item: Item, out: str, resume: bool, attempt: int) -> dict:
+        return run_item(item, out, resume, attempt)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _run_ray(todo, out, resume, retries, settings, workers, address, event) -> None:
+    """Run ``todo`` on Ray actors, one item per actor at a time; a lost actor is
+    replaced and its item retried (resumed) up to ``retries`` times."""
+    ray = import_ray()
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith(("TI_", "GRADSIM_", "OMP_")) or k == "ENABLE_TAICHI_HEADER_PRINT"}
+    started = not ray.is_initialized()
+    if started and address is not None:
+        ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
+    elif started:
+        ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False,
+                 log_to_driver=False, runtime_env={"env_vars": env},
+                 object_store_memory=100 * 1024 ** 2)
+    try:
+        if workers is None:
+            workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        actor_class = ray.remote(num_cpus=1, max_restarts=0)(Worker)
+        settings = {"threads": 1, **{k: v for k, v in settings.items() if v is not None}}
+        queue, attempts, running = deque(todo), {}, {}
+
+        def submit(actor):
+            item = queue.popleft()
+            attempts[item.id] = attempts.get(item.id, 0) + 1
+            first = attempts[item.id] == 1
+            ref = actor.run.remote(item, str(out), resume or not first, attempts[item.id])
+            running[ref] = (actor, item)
+            event("start", item)
+
+        for _ in range(min(workers, len(queue))):
+            submit(actor_class.remote(settings))
+        while running:
+            (ref,), _ = ray.wait(list(running), num_returns=1)
+            actor, item = running.pop(ref)
+            try:
+                event("done", ray.get(ref))
+            except ray.exceptions.RayTaskError as e:  # not the item's run: a bug
+                event("done", failed_row(out, item, f"{type(e).__name__}: {e}",
+                                         attempts[item.id]))
+            except ray.exceptions.RayError as e:  # the worker (or its node) was lost
+                ray.kill(actor, no_restart=True)
+                actor = actor_class.remote(settings)
+                if attempts[item.id] <= retries:
+                    queue.appendleft(item)
+                else:
+                    event("done", failed_row(
+                        out, item, f"its worker was lost {attempts[item.id]} times; last: "
+                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                        attempts[item.id]))
+            if queue:
+                submit(actor)
+            else:
+                ray.kill(actor, no_restart=True)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ---- the summary -------------------------------------------------------------------------
+
+SUMMARY_COLUMNS = ("id", "scene", "shape", "status", "iterations", "seconds", "attempts")
+_PARAM_COLUMNS = ("estimate", "true", "abs_err", "rel_err")
+
+
+def write_summary(out, rows: list, plot: bool = True) -> dict:
+    """``summary.json`` (every row, the failures, per parameter the count and mean /
+    median / max relative error of the done items), ``summary.csv`` (one row per item;
+    a vector parameter as its mean) and, with ``plot``, ``summary.png`` (per parameter:
+    a histogram of the relative errors, estimate against truth); written atomically.
+    Returns the summary."""
+    out = Path(out)
+    names = sorted({n for r in rows for n in r["params"]})
+    stats = {}
+    for n in names:
+        rel = [r["params"][n]["rel_err"] for r in rows
+               if r["status"] == "done" and "rel_err" in r["params"].get(n, {})]
+        if rel:
+            stats[n] = dict(count=len(rel), mean_rel_err=float(np.mean(rel)),
+                            median_rel_err=float(np.median(rel)),
+                            max_rel_err=float(np.max(rel)))
+    summary = dict(items=len(rows), done=sum(r["status"] == "done" for r in rows),
+                   failed=sum(r["status"] == "failed" for r in rows),
+                   failures=[{"id": r["id"], "message": r["message"]} for r in rows
+                             if r["status"] == "failed"],
+                   params=stats, rows=rows)
+    _write_json(out / "summary.json", summary)
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow([*SUMMARY_COLUMNS, *(f"{n}_{c}" for n in names for c in _PARAM_COLUMNS),
+                     "message"])
+    for r in rows:
+        cells = [r.get(c) for c in SUMMARY_COLUMNS]
+        for n in names:
+            p = r["params"].get(n, {})
+            cells += [_scalar(p.get(c)) for c in _PARAM_COLUMNS]
+        writer.writerow([*("" if c is None else c for c in cells), r["message"]])
+    with atomic_path(out / "summary.csv") as tmp:
+        tmp.write_text(buf.getvalue())
+    if plot:
+        plot_summary(out / "summary.png", rows, names)
+    return summary
+
+
+def _scalar(x):
+    return None if x is None else float(np.mean(x))
+
+
+def _write_json(path, body) -> None:
+    text = json.dumps(body, indent=2)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def plot_summary(path, rows: list, names: list) -> Path:
+    """Per parameter (one column each): a histogram of the done items' relative errors
+    (log10) and their estimates against the truth (the line: equal)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = [r for r in rows if r["status"] == "done"]
+    cols = max(1, len(names))
+    fig, axes = plt.subplots(2, cols, figsize=(4 * cols, 7), squeeze=False)
+    for k, n in enumerate(names):
+        have = [r["params"][n] for r in done if "rel_err" in r["params"].get(n, {})]
+        rel = np.array([p["rel_err"] for p in have])
+        ax = axes[0, k]
+        if len(rel):
+            ax.hist(np.log10(np.maximum(rel, 1e-17)), bins=min(30, max(5, len(rel))))
+        ax.set(title=f"{n}: relative error", xlabel="log10(relative error)", ylabel="items")
+        ax = axes[1, k]
+        if have:
+            t = np.array([_scalar(p["true"]) for p in have])
+            e = np.array([_scalar(p["estimate"]) for p in have])
+            ax.scatter(t, e, s=12)
+            lo, hi = float(min(t.min(), e.min())), float(max(t.max(), e.max()))
+            ax.plot([lo, hi], [lo, hi], "k--", lw=1)
+        ax.set(title=f"{n}: estimate vs truth", xlabel="true", ylabel="estimate")
+    if not names:
+        axes[0, 0].set_title("no parameters to show (no item done)")
+    fig.suptitle(f"{len(done)} of {len(rows)} items done")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=80)
+    plt.close(fig)
+    return Path(path)
