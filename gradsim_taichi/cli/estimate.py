@@ -151,14 +151,15 @@ def cmd_estimate(args) -> int:
     with locked(out):  # one run per output folder, outputs included
         init_runtime(args)
         # (the estimation records its own settings; these are the scene's)
-        settings = dict(scene=args.scene, scene_file=args.scene_file, target=args.target,
-                        true=truth,
+        settings = dict(scene=args.scene, target=args.target, true=truth,
                         frames=scene.frames, substeps=scene.substeps, fps=scene.fps,
                         width=scene.width, height=scene.height,
                         shape=getattr(scene, "shape", None), mask=args.mask,
                         background_plate=args.background_plate,
                         silhouette_weight=args.silhouette_weight,
                         mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows)
+        if args.scene_file is not None:
+            settings["scene_file"] = args.scene_file
         scene.ensure_built()
         target = (render_target(scene, args.supervision) if target_video is None
                   else target_video)
