@@ -90,7 +90,7 @@ it needs a target video.
 from __future__ import annotations
 
 import math
-import tomllib
+import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -100,6 +100,11 @@ import torch
 from gradsim_taichi import runtime
 from gradsim_taichi.render import Camera, Mesh
 from gradsim_taichi.scenes.base import ParamSpec, RenderPart, Scene, ground_part
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, from PyPI (a dependency on Python 3.10)
+    import tomli as tomllib
 
 PRIMITIVES = {  # shape -> {key: default (None: required)}
     "box": {"extents": None},
