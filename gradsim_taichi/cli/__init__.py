@@ -1,10 +1,11 @@
 """The ``gradsim-taichi`` command line (also ``python -m gradsim_taichi``).
 
-    gradsim-taichi estimate SCENE   parameters from video (cli/estimate.py)
+    gradsim-taichi estimate SCENE   parameters from video (cli/estimate.py); or --scene FILE
     gradsim-taichi estimate-batch MANIFEST  many estimations, here or on Ray (cli/estimate_batch.py)
     gradsim-taichi control TASK     a policy from one target image (cli/control.py)
     gradsim-taichi landscape SCENE  the loss along one or two parameters (cli/landscape.py)
     gradsim-taichi simulate         the built-in spring net (cli/simulate.py)
+    gradsim-taichi scene show PRESET  a preset as a scene file; scene check FILE (cli/scene.py)
     gradsim-taichi info             versions and what the runtime picks
 
 Parsing and printing only: the work is done by the package's modules. Exit status: 0
@@ -48,6 +49,8 @@ COMMANDS = {
                   "gradsim_taichi.cli.landscape", "add_landscape_parser"),
     "simulate": ("run the built-in spring-net scene; write .npz + GIF",
                  "gradsim_taichi.cli.simulate", "add_simulate_parser"),
+    "scene": ("scene files: `scene show PRESET` prints a preset as one",
+              "gradsim_taichi.cli.scene", "add_scene_parser"),
 }
 
 

@@ -28,7 +28,11 @@ def add_estimate_parser(sub, help_line: str) -> None:
         description="Estimate physical parameters from video. Scenes: "
                     + "; ".join(f"{k}: {v.summary}" for k, v in SCENES.items()),
     )
-    p.add_argument("scene", help=f"one of: {', '.join(SCENES)}")
+    p.add_argument("scene", nargs="?", default=None,
+                   help=f"one of: {', '.join(SCENES)} (or --scene FILE)")
+    p.add_argument("--scene", dest="scene_file", metavar="FILE", default=None,
+                   help="a TOML scene file describing your own clip instead of a preset "
+                        "(`gradsim-taichi scene show rigid-mass` prints one to start from)")
     p.add_argument("--params", default=None,
                    help="comma-separated parameters to estimate (default: the scene's)")
     p.add_argument("--target", default=None,
@@ -113,9 +117,20 @@ def cmd_estimate(args) -> int:
     if args.blur is not None and not args.blur >= 0:
         raise CLIError(f"--blur must be >= 0 pixels; got {args.blur}")
     names = tuple(n.strip() for n in (args.params or "").split(",") if n.strip())
-    scene = make_preset(args, names)
+    if (args.scene is None) == (args.scene_file is None):
+        raise CLIError("give a preset SCENE or --scene FILE (exactly one)")
+    if args.scene_file is not None:
+        from gradsim_taichi.cli.scene import load_scene_arg
+
+        scene = load_scene_arg(args, names, need_truth=args.target is None)
+        args.scene = scene.name
+    else:
+        scene = make_preset(args, names)
     names = names or scene.default_params
     truth = _parse_truth(args.true, names)
+    if args.scene_file is not None and args.target is not None:  # the file's true values
+        truth = {**{n: float(scene.params[n].true) for n in names if scene.truth_given[n]},
+                 **truth}
     if args.target is None and truth:
         raise CLIError("--true goes with --target: without one the target is rendered from "
                        "the preset's own ground truth")
@@ -143,6 +158,8 @@ def cmd_estimate(args) -> int:
                         background_plate=args.background_plate,
                         silhouette_weight=args.silhouette_weight,
                         mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows)
+        if args.scene_file is not None:
+            settings["scene_file"] = args.scene_file
         scene.ensure_built()
         target = (render_target(scene, args.supervision) if target_video is None
                   else target_video)

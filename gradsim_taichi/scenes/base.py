@@ -148,6 +148,14 @@ class Scene:
     def configure(self, sim: Simulation) -> None:
         """Set inputs that need the Simulation (per-frame forces, ...). Default: nothing."""
 
+    def make_camera(self) -> Camera:
+        """The camera :meth:`build` renders with. Default: looking from
+        :attr:`camera_eye` at :attr:`camera_target` (y up) with :attr:`fov_y_deg`; a
+        scene with other intrinsics or an extrinsic matrix overrides this."""
+        return Camera.look_at(self.camera_eye, self.camera_target,
+                              fov_y_deg=self.fov_y_deg, width=self.width,
+                              height=self.height, near=self.near, far=self.far)
+
     # ---- machinery --------------------------------------------------------------------
     def build(self) -> None:
         """Build the model, the Simulation and the renderer (after ``gradsim_taichi.init``)."""
@@ -160,9 +168,7 @@ class Scene:
         self.parts = self.render_parts(model)
         for spec in self.params.values():
             self.sim.params[spec.sim_name]  # unknown names fail here, early
-        self.camera = Camera.look_at(self.camera_eye, self.camera_target,
-                                     fov_y_deg=self.fov_y_deg, width=self.width,
-                                     height=self.height, near=self.near, far=self.far)
+        self.camera = self.make_camera()
         for k, part in enumerate(self.parts):
             # the rasterizer drops faces that cross the near plane; a stage that reaches
             # past the camera would silently leave pixels with no surface

@@ -111,11 +111,14 @@ class RigidMass(Scene):
         return parts + [ground_part()]
 
 
-def _face_colors(v, faces):
+BODY_COLOR = (0.75, 0.3, 0.2)  # the rigid presets' body colour (face colours vary around it)
+
+
+def _face_colors(v, faces, base=BODY_COLOR):
     """Colours from each face's normal in the body frame, so rotation is visible."""
     n = np.cross(v[faces[:, 1]] - v[faces[:, 0]], v[faces[:, 2]] - v[faces[:, 0]])
     n /= np.linalg.norm(n, axis=1, keepdims=True) + 1e-12
-    base = np.array([0.75, 0.3, 0.2])
+    base = np.asarray(base, dtype=np.float64)
     return np.clip(base + 0.25 * n, 0.05, 0.95)
 
 

@@ -1,0 +1,117 @@
+"""``gradsim-taichi scene show PRESET``: a preset as a scene file, a starting point for
+your own (see ``gradsim_taichi.scenes.scene_file``); ``gradsim-taichi scene check FILE``:
+a file checked and summarised; and the ``--scene FILE`` option's loading for
+``estimate``."""
+
+from gradsim_taichi.cli.common import CLIError
+
+
+def add_scene_parser(sub, help_line: str) -> None:
+    from gradsim_taichi.scenes import SCENES
+
+    p = sub.add_parser("scene", help=help_line,
+                       description="Scene files: TOML descriptions of a clip (objects, "
+                                   "unknowns, pushes, camera, stage) for "
+                                   "`gradsim-taichi estimate --scene FILE`.")
+    actions = p.add_subparsers(dest="action", required=True)
+    show = actions.add_parser("show", help="print a preset as a scene file",
+                              description="Print a preset as a scene file (TOML) on "
+                                          "standard output; only the rigid presets are "
+                                          "expressible so far.")
+    show.add_argument("preset", help=f"one of: {', '.join(SCENES)}")
+    show.add_argument("--shape", default=None,
+                      help="the body's shape, for presets that have one (rigid-mass, "
+                           "rigid-contact: box, cone, cylinder, lshape)")
+    show.add_argument("--frames", type=int, default=None, help="override the frame count")
+    show.add_argument("--resolution", type=int, default=None,
+                      help="override the image size, square")
+    show.set_defaults(func=cmd_scene_show)
+    check = actions.add_parser("check", help="check a scene file and list its unknowns",
+                               description="Read a scene file, check it (every key, the "
+                                           "mesh files, the bodies) and list what it "
+                                           "describes; exit 2 with the first error.")
+    check.add_argument("file", help="the scene file (TOML)")
+    check.set_defaults(func=cmd_scene_check)
+
+
+def cmd_scene_show(args) -> int:
+    from gradsim_taichi.cli.common import make_preset
+    from gradsim_taichi.scenes.scene_file import scene_to_toml
+
+    args.scene = args.preset
+    try:
+        text = scene_to_toml(make_preset(args))
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    print(text, end="")
+    return 0
+
+
+def cmd_scene_check(args) -> int:
+    args.scene_file = args.file
+    scene = load_scene_arg(args, need_truth=False, need_unknowns=False)
+    spec = scene.spec
+    print(f"{scene.name}: {scene.frames} frames at {scene.fps:g} fps, {scene.substeps} "
+          f"substeps, {scene.width}x{scene.height} px")
+    for i, o in enumerate(spec["objects"]):
+        what = o.get("shape") or o["mesh"]
+        mass = o.get("mass", f"density {o.get('density')}")
+        print(f"  objects[{i}]: {o['kind']} {what}, mass {_show(mass)}")
+    for i, p in enumerate(spec["pushes"]):
+        print(f"  pushes[{i}]: {p['kind']} {p['vector']} on objects[{p['object']}]")
+    if not scene.params:
+        print("unknowns: none (make a value a table {unknown = true, ...} to estimate it)")
+    for name, p in scene.params.items():
+        true = f", true {p.true:g}" if scene.truth_given[name] else ""
+        print(f"unknown {name}: guesses {p.low:g}..{p.high:g}{true}")
+    return 0
+
+
+def _show(value) -> str:
+    if isinstance(value, dict):
+        return f"unknown ({value['guess_low']:g}..{value['guess_high']:g})"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def scene_overrides(args) -> dict:
+    """The overrides ``--frames`` and ``--resolution`` ask for, checked."""
+    overrides = {}
+    if getattr(args, "frames", None) is not None:
+        if args.frames < 1:
+            raise CLIError(f"--frames must be a positive integer; got {args.frames}")
+        overrides["frames"] = args.frames
+    if getattr(args, "resolution", None) is not None:
+        if args.resolution < 8 or args.resolution % 2:
+            raise CLIError(f"--resolution must be an even number >= 8; got {args.resolution}")
+        overrides["width"] = overrides["height"] = args.resolution
+    return overrides
+
+
+def load_scene_arg(args, names=(), need_truth: bool = True, need_unknowns: bool = True):
+    """The scene of ``--scene FILE`` with the ``--frames``/``--resolution`` overrides,
+    ``names`` checked against its parameters. With ``need_truth`` (no target video
+    given) every estimated unknown must have a ``true`` value in the file; with
+    ``need_unknowns`` the file must have some."""
+    from gradsim_taichi.scenes.scene_file import load_scene_file
+
+    if getattr(args, "shape", None) is not None:
+        raise CLIError("--shape goes with a preset; a scene file gives its objects' shapes")
+    try:
+        scene = load_scene_file(args.scene_file, **scene_overrides(args))
+        scene.check_params(names)
+        scene.build_model()  # numpy only: the builder's checks, before any Taichi work
+    except (FileNotFoundError, ValueError) as e:
+        raise CLIError(str(e)) from None
+    except KeyError as e:
+        raise CLIError(e.args[0]) from None
+    if need_unknowns and not scene.params:
+        raise CLIError(f"--scene {args.scene_file}: the file has no unknowns to estimate; "
+                       "make a mass or contact value a table {unknown = true, guess_low = "
+                       "..., guess_high = ...}")
+    if need_truth:
+        missing = [n for n in (names or scene.default_params) if not scene.truth_given[n]]
+        if missing:
+            raise CLIError(f"--scene {args.scene_file}: no --target video, and the file gives "
+                           f"no true value for {', '.join(missing)} to render one from; give "
+                           "--target VIDEO (or true = ... in the unknown's table)")
+    return scene
