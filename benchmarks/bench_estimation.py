@@ -34,9 +34,8 @@ from gradsim_taichi.optimisers import LevenbergMarquardt, fd_jacobian
 from gradsim_taichi.render import rasterizer
 from gradsim_taichi.scenes import make_scene
 from gradsim_taichi.scenes.base import Scene
-from timing import ARCH  # benchmarks/ is the script's folder: on sys.path
-
-PRESETS = ("rigid-mass", "rigid-contact", "fem-beam", "fem-ball", "cloth-velocity")
+from profile_estimation import preset_names  # benchmarks/ is the script's folder
+from timing import ARCH
 
 
 @contextlib.contextmanager
@@ -102,10 +101,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="also write the cases to this file")
     args = ap.parse_args(argv)
-    names = [s for s in args.scenes.split(",") if s]
-    unknown = sorted(set(names) - set(PRESETS))
-    if unknown:
-        print(f"unknown presets {unknown}; expected some of {PRESETS}", file=sys.stderr)
+    names = preset_names(args.scenes)
+    if names is None:
         return 2
     gs.init(arch=ARCH, precision="f64")
     cases = []

@@ -193,6 +193,16 @@ def print_table(rows) -> None:
                                              for r in rows))
 
 
+def preset_names(text: str):
+    """Comma-separated preset names, checked; None (after saying why) if one is unknown."""
+    names = [s for s in text.split(",") if s]
+    unknown = sorted(set(names) - set(PRESETS))
+    if unknown:
+        print(f"unknown presets {unknown}; expected some of {PRESETS}", file=sys.stderr)
+        return None
+    return names
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenes", default=",".join(PRESETS),
@@ -202,10 +212,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)
-    names = [s for s in args.scenes.split(",") if s]
-    unknown = sorted(set(names) - set(PRESETS))
-    if unknown:
-        print(f"unknown presets {unknown}; expected some of {PRESETS}", file=sys.stderr)
+    names = preset_names(args.scenes)
+    if names is None:
         return 2
     gs.init(arch=ARCH, precision="f64", threads=args.threads)
     rows = []
