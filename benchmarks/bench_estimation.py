@@ -27,6 +27,8 @@ import sys
 import time
 
 import numpy as np
+from profile_estimation import preset_names  # benchmarks/ is the script's folder
+from timing import ARCH
 
 import gradsim_taichi as gs
 from gradsim_taichi import estimation
@@ -34,8 +36,6 @@ from gradsim_taichi.optimisers import LevenbergMarquardt, fd_jacobian
 from gradsim_taichi.render import rasterizer
 from gradsim_taichi.scenes import make_scene
 from gradsim_taichi.scenes.base import Scene
-from profile_estimation import preset_names  # benchmarks/ is the script's folder
-from timing import ARCH
 
 
 @contextlib.contextmanager

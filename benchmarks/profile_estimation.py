@@ -33,12 +33,12 @@ import time
 from collections import defaultdict
 
 import numpy as np
+from timing import ARCH  # benchmarks/ is the script's folder: on sys.path
 
 import gradsim_taichi as gs
-from gradsim_taichi import estimation, objectives, simulation, torch_bridge
+from gradsim_taichi import estimation, simulation, torch_bridge
 from gradsim_taichi.render import raster_autograd, rasterizer
 from gradsim_taichi.scenes import make_scene
-from timing import ARCH  # benchmarks/ is the script's folder: on sys.path
 
 PRESETS = ("rigid-mass", "rigid-contact", "fem-beam", "fem-ball", "cloth-velocity")
 PARTS = ("sim forward", "sim backward", "bridge", "render forward", "render backward",

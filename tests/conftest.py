@@ -1,6 +1,7 @@
 """Shared test setup: every test runs on ``GRADSIM_TEST_ARCH`` (the CPU by default; see
-``runtime_arch.py``) in float64 unless marked ``@pytest.mark.precision("f32")``. Re-initialising Taichi frees all fields, so
-tests build their models inside the test (or in fixtures of the same scope)."""
+``runtime_arch.py``) in float64 unless marked ``@pytest.mark.precision("f32")``.
+Re-initialising Taichi frees all fields, so tests build their models inside the test (or
+in fixtures of the same scope)."""
 
 import os
 
@@ -8,9 +9,9 @@ os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
 os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
 
 import pytest  # noqa: E402
+from runtime_arch import TEST_ARCH  # noqa: E402
 
 import gradsim_taichi as gs  # noqa: E402
-from runtime_arch import TEST_ARCH  # noqa: E402
 
 
 def pytest_addoption(parser):

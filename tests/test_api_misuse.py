@@ -3,9 +3,9 @@ used after a later init)."""
 
 import pytest
 import torch
+from runtime_arch import TEST_ARCH
 
 import gradsim_taichi as gs
-from runtime_arch import TEST_ARCH
 
 
 def _sim():

@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from runtime_arch import TEST_ARCH
 
 import gradsim_taichi as gs
 from gradsim_taichi.batch import (
@@ -24,7 +25,6 @@ from gradsim_taichi.batch import (
 from gradsim_taichi.cli import main
 from gradsim_taichi.estimation import estimate, render_target
 from gradsim_taichi.scenes import make_preset
-from runtime_arch import TEST_ARCH
 
 SMALL = dict(scene="rigid-mass", frames=6, resolution=16, iters=2)
 SETTINGS = dict(arch=TEST_ARCH, precision="f64", threads=1)

@@ -12,6 +12,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks"))
 
 import bench_particles as bp  # noqa: E402
+from runtime_arch import TEST_ARCH  # noqa: E402
 from torch_particles_reference import (  # noqa: E402
     TorchParticles,
     cloth_grid,
@@ -19,7 +20,6 @@ from torch_particles_reference import (  # noqa: E402
 )
 
 import gradsim_taichi as gs  # noqa: E402
-from runtime_arch import TEST_ARCH  # noqa: E402
 
 
 def tiny_case(precision):

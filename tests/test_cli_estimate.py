@@ -4,10 +4,10 @@ import json
 
 import numpy as np
 import pytest
+from runtime_arch import TEST_ARCH
 
 from gradsim_taichi.cli import main
 from gradsim_taichi.render import save_video
-from runtime_arch import TEST_ARCH
 
 SMALL = ["--arch", "cpu", "--frames", "12", "--resolution", "32", "--quiet"]
 

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from runtime_arch import TEST_ARCH, cpu_only
 from toy_scene import SpringSheet
 
 from gradsim_taichi.estimation import (
@@ -18,7 +19,6 @@ from gradsim_taichi.estimation import (
 )
 from gradsim_taichi.render import load_video
 from gradsim_taichi.reports import plot_history, save_compare_videos
-from runtime_arch import TEST_ARCH, cpu_only
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import taichi as ti
+from runtime_arch import TEST_ARCH
 
 import gradsim_taichi as gs
 from gradsim_taichi import runtime
 from gradsim_taichi.solvers.registry import FORCE_MODELS, ForceModel, force_models
-from runtime_arch import TEST_ARCH
 
 
 @pytest.fixture(autouse=True)

@@ -4,10 +4,10 @@ against float64 central differences, in every regime of the force."""
 import numpy as np
 import pytest
 import taichi as ti
+from runtime_arch import TEST_ARCH
 
 import gradsim_taichi as gs
 from gradsim_taichi.solvers.ground_contact import GroundParams
-from runtime_arch import TEST_ARCH
 
 
 @pytest.fixture(autouse=True)

@@ -4,11 +4,11 @@
 import numpy as np
 import pytest
 import taichi as ti
+from runtime_arch import TEST_ARCH, cpu_only
 
 import gradsim_taichi as gs
 from gradsim_taichi import runtime
 from gradsim_taichi.kernels import FastKernel, WithAdjoint
-from runtime_arch import TEST_ARCH, cpu_only
 
 
 @pytest.fixture(autouse=True)

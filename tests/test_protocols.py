@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
+from runtime_arch import TEST_ARCH
 
 import gradsim_taichi as gs
 from gradsim_taichi.model import _SYSTEM_MEMBERS, Model, System
 from gradsim_taichi.solvers.registry import ForceModel, force_models
-from runtime_arch import TEST_ARCH
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from runtime_arch import TEST_ARCH
 
 from gradsim_taichi.cli import main
 from gradsim_taichi.estimation import estimate, render_target
@@ -17,7 +18,6 @@ from gradsim_taichi.scenes.scene_file import (
     scene_from_toml,
     scene_to_toml,
 )
-from runtime_arch import TEST_ARCH
 
 # a small scene: one box pushed off-centre, tumbling onto the ground; unknown mass
 BASE = """

@@ -6,11 +6,11 @@ the parameters the small scenes identify (IDENTIFIED: all but the beam's lambda)
 import numpy as np
 import pytest
 import torch
+from runtime_arch import TEST_ARCH
 
 from gradsim_taichi.estimation import estimate, render_target
 from gradsim_taichi.render import load_video, save_video
 from gradsim_taichi.scenes import SCENES, make_scene
-from runtime_arch import TEST_ARCH
 
 SMALL = dict(width=32, height=32, frames=12)
 

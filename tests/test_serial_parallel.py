@@ -4,12 +4,12 @@ force model, the particle integrator with ground contact, and the rigid bodies."
 
 import numpy as np
 import pytest
+from runtime_arch import TEST_ARCH, cpu_only
 
 import gradsim_taichi as gs
 from gradsim_taichi import runtime
 from gradsim_taichi.solvers.registry import force_models
 from gradsim_taichi.solvers.scatter import Scatter
-from runtime_arch import TEST_ARCH, cpu_only
 
 
 @pytest.fixture(autouse=True)
