@@ -264,6 +264,7 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
 
     folder = item_dir(out, item.id)
     folder.mkdir(parents=True, exist_ok=True)
+    runtime.renew_if_full()  # a long-lived worker: Taichi's field trees are never freed
     try:
         with locked(folder):
             for name in (ERROR_FILE, REPORT_FILE) + (() if resume else (STATE_FILE,)):

@@ -81,6 +81,7 @@ class Model:
     def __init__(self, particles: dict | None, springs=None, ground=None,
                  force_factories=(), system_factories=()):
         runtime.ensure_init()
+        runtime.check_field_room("a Model")
         self._generation = runtime.generation()
         # The ground and its learnable contact parameters are shared by all systems.
         self.ground = None if ground is None else GroundParams(**ground)

@@ -37,6 +37,13 @@ _PRECISIONS = {
 
 _state: dict = {"initialized": False, "generation": 0}
 
+# Taichi (1.7, LLVM backends) holds at most 512 field trees per initialisation and never
+# frees them: every Model adds a few (a rigid scene 6), and past the limit the process
+# crashes (a segfault, no error). Models are refused with a clear error near it
+# (check_field_room), and long-running workers start afresh before it (renew_if_full).
+FIELD_TREE_LIMIT = 512
+FIELD_TREE_MARGIN = 64
+
 
 def seed_generators(seed: int) -> None:
     """Seed Python's, numpy's and torch's global random generators (what ``init(seed=)``
@@ -97,8 +104,36 @@ def init(
         seed=seed,
         debug=debug,
         generation=_state["generation"] + 1,
+        settings=dict(arch=arch, precision=precision, threads=threads, seed=seed,
+                      debug=debug),
     )
     return info()
+
+
+def field_trees() -> int:
+    """How many Taichi field trees this initialisation holds (see FIELD_TREE_LIMIT)."""
+    return int(ti.lang.impl.get_runtime().prog.get_snode_tree_size())
+
+
+def check_field_room(what: str) -> None:
+    """A RuntimeError instead of Taichi's crash when building ``what`` could pass the
+    field-tree limit."""
+    if _state["initialized"] and field_trees() > FIELD_TREE_LIMIT - FIELD_TREE_MARGIN:
+        raise RuntimeError(
+            f"cannot build {what}: Taichi already holds {field_trees()} field trees of the "
+            f"{FIELD_TREE_LIMIT} one initialisation allows (each model adds a few and they "
+            "are never freed). Call gradsim_taichi.init() again to start afresh; models, "
+            "simulations and scenes built before must then be rebuilt.")
+
+
+def renew_if_full() -> bool:
+    """Re-initialise with the same settings when the field trees near the limit (for
+    workers that build a new scene per job; everything built before becomes invalid).
+    Returns whether it did."""
+    if not _state["initialized"] or field_trees() <= FIELD_TREE_LIMIT - 2 * FIELD_TREE_MARGIN:
+        return False
+    init(**_state["settings"])
+    return True
 
 
 def cuda_driver_present() -> bool:
