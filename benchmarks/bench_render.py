@@ -48,8 +48,11 @@ def make_scene(size: int, faces: int, frames: int):
     g = torch.Generator().manual_seed(0)
     colours = torch.rand(len(mesh.faces), 3, generator=g, dtype=torch.float64)
     r = SoftRasterizer(cam, Mesh(mesh.faces, face_colors=colours), background=(0.3, 0.4, 0.5))
-    v = torch.tensor(mesh.vertices, dtype=torch.float64)
-    t = torch.linspace(-0.3, 0.3, frames, dtype=torch.float64)
+    from gradsim_taichi import runtime
+
+    dev = runtime.torch_device()  # the engine's: CUDA with GRADSIM_BENCH_ARCH=cuda
+    v = torch.tensor(mesh.vertices, dtype=torch.float64, device=dev)
+    t = torch.linspace(-0.3, 0.3, frames, dtype=torch.float64, device=dev)
     shift = torch.stack([t, 0.2 * t, 0 * t], -1)[:, None, :]
     p, _ = r.prepare(v[None] + shift)
     args = [p[k] for k in KEYS]
@@ -108,7 +111,8 @@ def bench_case(size, faces, frames, backward, budget_pairs, repeat):
     r0 = (H - nrows) // 2
     rows = torch.arange(r0, r0 + nrows)
     chunk = max(1, min(nrows, 2_000_000 // pairs_per_row))
-    gout = torch.rand(1, H, W, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    gout = torch.rand(1, H, W, 4, generator=torch.Generator().manual_seed(3),
+                      dtype=torch.float64).to(args[0].device)
     ref_out, ref_grads, ref_secs = run_reference(ref_args, st, rows, backward, gout, chunk)
     scale = (H / nrows) * F
     reference = ref_secs * scale

@@ -33,8 +33,10 @@ class FrameStepper:
     def __init__(self, model, substeps: int = 32, fps: float = 60.0):
         self.sim = Simulation(model, frames=1, substeps=substeps, fps=fps)
         dtype = runtime.torch_dtype()
-        self.x0 = torch.as_tensor(self.sim.get_param("initial_position"), dtype=dtype)
-        self.v0 = torch.as_tensor(self.sim.get_param("initial_velocity"), dtype=dtype)
+        self.x0 = torch.as_tensor(self.sim.get_param("initial_position"), dtype=dtype,
+                                  device=runtime.torch_device())
+        self.v0 = torch.as_tensor(self.sim.get_param("initial_velocity"), dtype=dtype,
+                                  device=runtime.torch_device())
 
     @property
     def frame_dt(self) -> float:

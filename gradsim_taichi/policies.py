@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -61,8 +60,8 @@ class ConstantPolicy(nn.Module):
 
     def __init__(self, init):
         super().__init__()
-        self.value = nn.Parameter(torch.as_tensor(np.asarray(init, dtype=np.float64),
-                                                  dtype=runtime.torch_dtype()).clone())
+        self.value = nn.Parameter(torch.as_tensor(init, dtype=runtime.torch_dtype(),
+                                                  device=runtime.torch_device()).detach().clone())
 
     def forward(self, features=None) -> torch.Tensor:
         return self.value

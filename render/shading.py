@@ -175,7 +175,7 @@ def shade(mesh: Mesh, verts: torch.Tensor, lights: list, eye: torch.Tensor):
     """Corner colours ``(M, A)``, each ``[F, T, 3, 3]``, of ``mesh`` at positions
     ``verts [F, V, 3]`` under ``lights`` seen from ``eye [3]``."""
     F = verts.shape[0]
-    faces = mesh.faces
+    faces = mesh.faces.to(verts.device)
     albedo = mesh.corner_albedo()[None]  # [1, T, 3, 3]
     if not mesh.lit or not lights:
         M = albedo.expand(F, -1, -1, -1)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import taichi as ti
-from runtime_arch import TEST_ARCH
+from runtime_arch import TEST_ARCH, cpu_only
 
 import gradsim_taichi as gs
 from gradsim_taichi import runtime
@@ -255,7 +255,8 @@ def build(name, mode, monkeypatch):
     return model, p, x, v, reference
 
 
-MODES = ["serial", "parallel"]
+# the serial path exists on the CPU only (runtime.serial is never serial on CUDA)
+MODES = [pytest.param("serial", marks=cpu_only), "parallel"]
 
 
 @pytest.mark.cuda

@@ -85,9 +85,11 @@ class ControlTask(Scene):
             raise ValueError(f"observation must be 'state' or 'image'; got {self.observation!r}")
         super().build()
         dtype = runtime.torch_dtype()
-        self.masses = torch.as_tensor(self.sim.get_param("mass"), dtype=dtype)
-        self.x_init = torch.as_tensor(self.sim.get_param("initial_position"), dtype=dtype)
-        goal = torch.as_tensor(self.goal_positions(), dtype=dtype)
+        self.masses = torch.as_tensor(self.sim.get_param("mass"), dtype=dtype,
+                                      device=runtime.torch_device())
+        self.x_init = torch.as_tensor(self.sim.get_param("initial_position"),
+                                      dtype=dtype, device=runtime.torch_device())
+        goal = torch.as_tensor(self.goal_positions(), dtype=dtype, device=runtime.torch_device())
         self.goal = goal
         self.goal_com = self.com(goal)
         with torch.no_grad():
@@ -199,7 +201,8 @@ class _TetActuated:
         m = np.zeros((self.tet_count, len(cols)))
         for t in rows:
             m[t, index[column[t]]] = 1.0
-        self.actuator_map = torch.as_tensor(m, dtype=runtime.torch_dtype())
+        self.actuator_map = torch.as_tensor(m, dtype=runtime.torch_dtype(),
+                                            device=runtime.torch_device())
 
     def n_actions(self) -> int:
         return self.actuator_map.shape[1]
@@ -214,7 +217,7 @@ class _TetActuated:
         return {"tet_activation": self._full(action)[None]}
 
     def goal_positions(self):
-        return self.x_init.numpy() + np.asarray(self.goal_offset)
+        return self.x_init.cpu().numpy() + np.asarray(self.goal_offset)
 
     def default_policy(self, closed_loop=False, seed=0):
         torch.manual_seed(seed)
@@ -225,7 +228,7 @@ class _TetActuated:
 
     def random_actions(self, rng):
         a = rng.uniform(-self.action_scale, self.action_scale, (self.frames, self.n_actions()))
-        return torch.as_tensor(a, dtype=runtime.torch_dtype())
+        return torch.as_tensor(a, dtype=runtime.torch_dtype(), device=runtime.torch_device())
 
 
 GEAR_MU, GEAR_LAM = lame(5e4, 0.3)
@@ -363,9 +366,10 @@ class ClothTask(ControlTask):
         return {"initial_velocity": actions}
 
     def goal_positions(self):
-        v = torch.as_tensor(self.goal_velocity, dtype=runtime.torch_dtype())
+        v = torch.as_tensor(self.goal_velocity, dtype=runtime.torch_dtype(),
+                            device=runtime.torch_device())
         with torch.no_grad():
-            return self.simulate_engine(self.engine_params(v))["particles"][-1].numpy()
+            return self.simulate_engine(self.engine_params(v))["particles"][-1].cpu().numpy()
 
     def features(self):
         return None
@@ -379,4 +383,4 @@ class ClothTask(ControlTask):
     def random_actions(self, rng):
         v = rng.uniform(-self.velocity_range, self.velocity_range, 3)
         v[1] = abs(v[1])  # thrown upwards or flat
-        return torch.as_tensor(v, dtype=runtime.torch_dtype())
+        return torch.as_tensor(v, dtype=runtime.torch_dtype(), device=runtime.torch_device())
