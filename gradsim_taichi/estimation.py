@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from gradsim_taichi import run_loop, runtime
-from gradsim_taichi.errors import EstimationError, StateError
+from gradsim_taichi.errors import EstimationError
+from gradsim_taichi.fit import Fit, plain_values
 from gradsim_taichi.objectives import (
     SPREAD_TOL,
     Stages,
@@ -33,16 +34,12 @@ from gradsim_taichi.objectives import (
     parse_warmup,
     relative_spread,
 )
-from gradsim_taichi.optimisers import KINDS, Optimiser
+from gradsim_taichi.optimisers import KINDS
 from gradsim_taichi.reports import jsonable, plot_history, save_compare_videos
 from gradsim_taichi.reports import write_report as _write_report
 from gradsim_taichi.scenes.base import Scene
 from gradsim_taichi.uncertainty import local_uncertainty
 
-# estimate(tol=...): iterations in a row within the tolerance before stopping early (an
-# L-BFGS step whose line search failed moves nothing once, then restarts its memory and
-# moves again unless it is at the minimum)
-CONVERGED_PATIENCE = 2
 # stage_contact: a change of an estimate after the pre-contact stage, relative, above
 # which the run warns that the contact frames pull it away (the presets' own targets,
 # with a 3-iteration stage, move by at most ~1e-4)
@@ -202,9 +199,10 @@ def estimate(
             away from the truth; blurred, its basin is as wide as the blur. The minimum
             does not move (equal videos blur equally).
         tol: stop early, once every stage has begun, when for
-            :data:`CONVERGED_PATIENCE` iterations in a row no learned value (log-values
-            for positive parameters) moved by more than ``tol * max(1, |value|)`` and the
-            loss changed by less than ``tol`` times its value at the start of the stage
+            :data:`gradsim_taichi.fit.CONVERGED_PATIENCE` iterations in a row no learned
+            value (log-values for positive parameters) moved by more than
+            ``tol * max(1, |value|)`` and the loss changed by less than ``tol`` times its
+            value at the start of the stage
             (the optimiser has nothing left to do). 0: always run every iteration.
         true: ``{name: value}`` the truth to report errors against; None (default): the
             scene's own ground truth, right for targets rendered from it
@@ -277,7 +275,7 @@ def estimate(
         warmup, contact_note = _contact_stage(scene, names, init, stage_contact, warmup,
                                               check_frame_range(frame_range, scene.frames))
     stages = Stages(scene.frames, warmup, coarse_iters, frame_stride, frame_range)
-    fit = _Fit(scene, target, names, init, optimizer, lr, iters, stages, blur, supervision,
+    fit = Fit(scene, target, names, init, optimizer, lr, iters, stages, blur, supervision,
                loss_fn, tol)
 
     def after_step(it, record):
@@ -307,7 +305,7 @@ def estimate(
         result.warnings.append(contact_note)
     result.stages = fit.stage_log + [dict(stages.stage_of(max(run.iterations - 1, 0)),
                                           end_iteration=run.iterations,
-                                          params=_plain_values(result.params))]
+                                          params=plain_values(result.params))]
     flight = next((s for s in fit.stage_log if stage_contact and contact_note is None
                    and s["end_iteration"] == stage_contact), None)
     if flight is not None:
@@ -380,11 +378,6 @@ def _contact_pull(flight: dict, final: dict) -> list:
     return out
 
 
-def _plain_values(params: dict) -> dict:
-    return {n: jsonable(v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v)
-            for n, v in params.items()}
-
-
 def _estimate_restarts(scene, target_frames, restarts, seed, out_dir, callback, kw):
     """``estimate`` from ``restarts`` seeds; the lowest final loss, every run recorded."""
     runs = []
@@ -399,7 +392,7 @@ def _estimate_restarts(scene, target_frames, restarts, seed, out_dir, callback, 
     ok = [r for r in runs if r.status != "stopped" and r.loss is not None
           and math.isfinite(r.loss)]
     best = min(ok or runs, key=lambda r: r.loss if r in ok else math.inf)
-    best.restarts = [dict(seed=seed + k, params=_plain_values(r.params), loss=r.loss,
+    best.restarts = [dict(seed=seed + k, params=plain_values(r.params), loss=r.loss,
                           status=r.status, iterations=r.iterations)
                      for k, r in enumerate(runs)]
     best.spread = {n: relative_spread([r.params[n] for r in ok]) for n in best.params} \
@@ -472,224 +465,6 @@ def _initial_values(scene, names, init, seed) -> dict:
         if scene.params[n].positive and np.any(init[n] <= 0):
             raise ValueError(f"initial value of '{n}' must be > 0; got {init[n]}")
     return init
-
-
-class _Fit:
-    """One estimation as a job of :func:`gradsim_taichi.run_loop.run`: the learned
-    tensors ``u`` (log-values for positive parameters), the optimiser and the objective
-    of each iteration."""
-
-    kept = "estimate"
-
-    def __init__(self, scene, target, names, init, optimizer, lr, iters, stages, blur,
-                 supervision, loss_fn, tol):
-        self.name = f"estimate {scene.name}"
-        self.scene, self.target, self.names, self.init = scene, target, names, init
-        self.stages, self.blur, self.supervision = stages, blur, supervision
-        self.loss_fn, self.kind, self.tol = loss_fn, optimizer, tol
-        self.with_mask = needs_mask(loss_fn)
-        self.stage_log = []  # the estimate at the end of each stage
-        self.still = 0  # iterations in a row within the tolerance
-        self.last_loss = None  # normalised loss of the previous iteration
-        self.specs = {n: scene.params[n] for n in names}
-        self.compared = blur_frames(target, blur)
-        self.u = {n: _to_param(self.specs[n], init[n]) for n in names}
-        self.opt = Optimiser(optimizer, list(self.u.values()), lr, iters)
-        # The loss is divided by its first value in each stage: L-BFGS's curvature test
-        # uses an absolute threshold (1e-10) that tiny pixel losses would never pass.
-        self.scale = None
-        self.iteration = 0
-        self.rendered = None  # frames of the step's first evaluation (for callbacks)
-        self.evaluated = None  # the values it was at
-        # coarse stage: projectors onto each basis (orthonormal columns), anchored at the
-        # values the stage starts from
-        dtype = runtime.torch_dtype()
-        self.bases = {n: torch.as_tensor(s.basis, dtype=dtype, device=runtime.torch_device())
-                      for n, s in self.specs.items()
-                      if s.basis is not None and stages.coarse_iters > 0}
-        if self.bases and optimizer == "lm":
-            raise ValueError(f"coarse_iters with optimizer 'lm': {', '.join(self.bases)} "
-                             "would need a coarse stage; use coarse_iters=0 or another "
-                             "optimizer")
-        self._anchor()
-
-    # ---- the model at the current values ------------------------------------------------
-    def values(self) -> dict:
-        return {n: _from_param(self.specs[n], self.u[n]) for n in self.names}
-
-    def predict(self, frame_ids):
-        """Frames (or tracked positions) at the current values; None where the values
-        are out of range or the explicit integrator blew up at them."""
-        vals = self.values()
-        # the rollout stops at the last frame compared (a horizon stage fits early frames)
-        last = max(int(frame_ids.max()), 1)
-        out = None if self._out_of_domain(vals) else self.scene.simulate(vals, last)
-        if out is None or not all(torch.isfinite(x).all() for x in out.values()):
-            return None
-        if self.supervision == "3d":
-            return self.scene.tracked_positions(out)[frame_ids]
-        pred = self.scene.render(out, frame_ids, coverage=self.with_mask)
-        return pred[..., :3] if self.target.shape[-1] == 3 else pred
-
-    def raw_residuals(self):
-        """Every frame's residual at the current values, unblurred (pixels or positions
-        minus the target); None where the model is undefined there."""
-        ids = self.stages.all_ids
-        with torch.no_grad():
-            pred = self.predict(ids)
-        return None if pred is None else (pred - self.target[ids]).reshape(-1)
-
-    def _out_of_domain(self, vals) -> bool:
-        """A trial step so long that exp() of a log-parameter overflowed or underflowed."""
-        return any(not torch.isfinite(v).all() or (self.specs[n].positive and (v <= 0).any())
-                   for n, v in vals.items())
-
-    def _note(self, pred) -> None:
-        if self.rendered is None:  # the first evaluation of a step is at its start point
-            self.rendered = pred
-
-    def objective(self):
-        """The loss at the current values; a trial step too far (out of range, or too
-        stiff for the substep) gets a large loss with zero gradient, which sends a line
-        search back (it is not the NaN stop, which is for the current point)."""
-        frame_ids = self.stages.frame_ids(self.iteration)
-        pred = self.predict(frame_ids)
-        if pred is None:
-            penalty = 1e6 / self.scale if self.scale is not None else 1e6
-            # (zero gradient through the optimised tensors, which stay finite: exp() of
-            # them may not be)
-            return sum(t.sum() for t in self.u.values()) * 0.0 + penalty
-        self._note(pred)
-        return self.loss_fn(blur_frames(pred, self.blur), self.compared[frame_ids])
-
-    def final_loss(self) -> float:
-        """The loss (unscaled) at the current values over every fitted frame."""
-        ids = self.stages.all_ids
-        with torch.no_grad():
-            pred = self.predict(ids)
-            if pred is None:
-                return math.inf
-            return float(self.loss_fn(blur_frames(pred, self.blur), self.compared[ids]))
-
-    def closure(self):
-        for t in self.u.values():
-            t.grad = None
-        value = self.objective()
-        if self.scale is None:
-            self.scale = 1.0 / max(float(value.detach()), 1e-300)
-        value = value * self.scale
-        value.backward()
-        if self.stages.coarse(self.iteration):
-            for n, q in self.bases.items():
-                self.u[n].grad = _project(q, self.u[n].grad)
-        return value
-
-    def residual(self):
-        """Levenberg-Marquardt: residuals scaled like the loss (their mean square is the
-        normalised MSE)."""
-        frame_ids = self.stages.frame_ids(self.iteration)
-        with torch.no_grad():
-            pred = self.predict(frame_ids)
-        if pred is None:
-            return None
-        self._note(pred)
-        r = (blur_frames(pred, self.blur) - self.compared[frame_ids]).reshape(-1)
-        if self.scale is None:
-            self.scale = 1.0 / max(float((r * r).mean()), 1e-300)
-        return r * math.sqrt(self.scale)
-
-    # ---- the run loop's interface ---------------------------------------------------------
-    def step(self, it):
-        self.iteration = it
-        if self.stages.starts_new_objective(it):
-            self.stage_log.append(dict(self.stages.stage_of(it - 1), end_iteration=it,
-                                       params=_plain_values(self.values())))
-            self.opt.restart()
-            self.scale, self.still, self.last_loss = None, 0, None
-        self.rendered = None
-        before = self.snapshot()
-        self.evaluated = {n: _from_param(self.specs[n], before[n]) for n in self.names}
-        value, finite = self.opt.step(self.residual if self.kind == "lm" else self.closure)
-        if self.stages.coarse(it):
-            with torch.no_grad():  # exact for L-BFGS already; Adam's steps leave the span
-                for n, q in self.bases.items():
-                    self.u[n].copy_(self.anchor[n] + _project(q, self.u[n] - self.anchor[n]))
-        if not finite:
-            return "loss" if not torch.isfinite(value).all() else "gradient"
-        self._track_change(before, float(value))
-        record = {"iter": it, "loss": float(value / self.scale)}
-        for n in self.names:
-            record[n] = float(self.evaluated[n].mean())
-        return record
-
-    def postfix(self, record):
-        return {"loss": f"{record['loss']:.3e}"}
-
-    def new_objective(self, it):
-        return self.stages.starts_new_objective(it)
-
-    def _track_change(self, before, normalised_loss):
-        moved = max(float(((self.u[n].detach() - b).abs() / b.abs().clamp(min=1.0)).max())
-                    for n, b in before.items())
-        same_loss = (self.last_loss is not None
-                     and abs(normalised_loss - self.last_loss) <= self.tol)
-        self.still = self.still + 1 if moved <= self.tol and same_loss else 0
-        self.last_loss = normalised_loss
-
-    def converged(self, it, record):
-        if self.tol > 0 and self.stages.final(it) and self.still >= CONVERGED_PATIENCE:
-            return (f"converged at iteration {it}: for {self.still} iterations no value "
-                    f"moved by more than {self.tol:g} (relative) and the loss did not "
-                    f"change by more than {self.tol:g} of its value at the stage's start")
-        return None
-
-    def divergence_hint(self):
-        return ("a learning rate too large for this optimiser (lr), or values so stiff "
-                "for the substeps that the explicit integrator blows up (more substeps)")
-
-    def snapshot(self):
-        return {n: t.detach().clone() for n, t in self.u.items()}
-
-    def restore(self, snapshot):
-        with torch.no_grad():
-            for n, t in self.u.items():
-                t.copy_(snapshot[n])
-
-    def state_dict(self):
-        return {"names": self.names, "u": self.snapshot(), "optimizer": self.opt.state_dict(),
-                "init": self.init, "loss_scale": self.scale, "stages": self.stage_log}
-
-    def load_state_dict(self, state):
-        if not isinstance(state, dict) or state.get("names") != self.names:
-            saved = state.get("names") if isinstance(state, dict) else None
-            raise StateError(f"it was saved for parameters {saved}, not {self.names}")
-        run_loop.check_saved_tensors(state["u"])
-        shapes = {n: tuple(state["u"][n].shape) for n in self.names}
-        if any(shapes[n] != tuple(self.u[n].shape) for n in self.names):
-            raise StateError(f"its parameter shapes {shapes} do not fit this scene")
-        self.restore(state["u"])
-        self.opt.load_state_dict(state["optimizer"])
-        self.init, self.scale = state["init"], state["loss_scale"]
-        self.stage_log = list(state.get("stages", []))
-        self._anchor()
-
-    def _anchor(self):
-        self.anchor = {n: self.u[n].detach().clone() for n in self.bases}
-
-
-def _to_param(spec, value) -> torch.Tensor:
-    v = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=runtime.torch_dtype(),
-                        device=runtime.torch_device())
-    return (torch.log(v) if spec.positive else v).detach().clone().requires_grad_(True)
-
-
-def _from_param(spec, u: torch.Tensor) -> torch.Tensor:
-    return torch.exp(u) if spec.positive else u
-
-
-def _project(q, x):
-    """``x`` projected onto the span of the orthonormal columns ``q``."""
-    return (q @ (q.T @ x.reshape(-1))).reshape(x.shape)
 
 
 def write_report(path, scene: Scene, result: EstimationResult, settings: dict | None = None):

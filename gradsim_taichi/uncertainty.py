@@ -48,7 +48,7 @@ Z95 = 1.959963984540054
 
 
 def local_uncertainty(fit) -> dict:
-    """The uncertainty of an estimation's current values (an ``estimation._Fit`` after
+    """The uncertainty of an estimation's current values (an ``fit.Fit`` after
     its run). Returns a dict (JSON-ready): ``params`` (per name: ``std``, ``ci95``),
     ``sigma`` (residual noise level), ``dof``, ``condition`` (of ``J^T J``),
     ``weak_directions`` (each ``{"curvature", "std", "components": {label: weight}}``),

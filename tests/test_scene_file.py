@@ -16,8 +16,8 @@ from gradsim_taichi.scenes.scene_file import (
     SceneFileError,
     load_scene_file,
     scene_from_toml,
-    scene_to_toml,
 )
+from gradsim_taichi.scenes.scene_file_writer import scene_to_toml
 
 # a small scene: one box pushed off-centre, tumbling onto the ground; unknown mass
 BASE = """
@@ -451,15 +451,17 @@ def test_the_readme_example_is_a_valid_scene_file():
 
 def test_the_module_docstring_example_is_a_valid_scene_file():
     import gradsim_taichi.scenes.scene_file as sf
+    import gradsim_taichi.scenes.scene_file_schema as schema
 
     doc = sf.__doc__
     block = doc[doc.index("Schema"):].split("::", 1)[1].split("\n\n", 1)[1]
     block = block[:block.index("\nUnknowns become")]
     text = "\n".join(line[4:] for line in block.split("\n"))
     scene = scene_from_toml(text)
-    assert scene.spec["stage"] == sf.STAGE_DEFAULTS  # the documented defaults are the defaults
-    assert {k: scene.spec["contact"][k] for k in sf.CONTACT_DEFAULTS} == sf.CONTACT_DEFAULTS
-    assert scene.spec["estimate"] == sf.ESTIMATE_DEFAULTS
+    assert scene.spec["stage"] == schema.STAGE_DEFAULTS  # the documented defaults are these
+    assert {k: scene.spec["contact"][k]
+            for k in schema.CONTACT_DEFAULTS} == schema.CONTACT_DEFAULTS
+    assert scene.spec["estimate"] == schema.ESTIMATE_DEFAULTS
     assert (scene.spec["camera"]["near"], scene.spec["camera"]["far"]) == (0.1, 10.0)
 
 

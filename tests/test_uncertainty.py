@@ -6,7 +6,8 @@ import pytest
 import torch
 from toy_scene import SpringSheet
 
-from gradsim_taichi.estimation import _Fit, estimate, render_target
+from gradsim_taichi.estimation import estimate, render_target
+from gradsim_taichi.fit import Fit
 from gradsim_taichi.objectives import Stages, get_loss
 from gradsim_taichi.optimisers import fd_jacobian
 
@@ -22,7 +23,7 @@ def test_gauss_newton_matrix_matches_reverse_mode(scene):
     """J^T J from the finite-difference Jacobian against J^T (J_fd) from reverse-mode
     products through the simulator and renderer (float64)."""
     target = render_target(scene)
-    fit = _Fit(scene, target, ["velocity"], {"velocity": np.array([0.9, 0.6, -0.4])}, "lbfgs",
+    fit = Fit(scene, target, ["velocity"], {"velocity": np.array([0.9, 0.6, -0.4])}, "lbfgs",
                1.0, 1, Stages(scene.frames), 0.0, "video", get_loss("mse"), 0.0)
     u = fit.u["velocity"]
     x0 = u.detach().clone()
@@ -86,7 +87,7 @@ def _per_particle_velocity_fit(scene, target, supervision="video"):
     scene.params["velocity"] = dataclasses.replace(scene.params["velocity"], true=true,
                                                    shape=(n, 3))
     init = {"velocity": true + 0.05}
-    return _Fit(scene, target, ["velocity"], init, "lbfgs", 1.0, 1, Stages(scene.frames),
+    return Fit(scene, target, ["velocity"], init, "lbfgs", 1.0, 1, Stages(scene.frames),
                 0.0, supervision, get_loss("mse"), 0.0)
 
 
@@ -151,7 +152,7 @@ def test_a_field_the_video_never_shows_is_flagged_by_the_spectrum():
                                                shape=(36,))
     scene.build()
     target = render_target(scene, "3d")
-    fit = _Fit(scene, target, ["mass"], {"mass": np.full(36, 0.08)}, "lbfgs", 1.0, 1,
+    fit = Fit(scene, target, ["mass"], {"mass": np.full(36, 0.08)}, "lbfgs", 1.0, 1,
                Stages(scene.frames), 0.0, "3d", get_loss("mse"), 0.0)
     out = local_uncertainty(fit)
     assert out["spectrum"]["unknowns"] == 36 and out["spectrum"]["determined_of_found"] == 0

@@ -36,7 +36,7 @@ def add_scene_parser(sub, help_line: str) -> None:
 
 def cmd_scene_show(args) -> int:
     from gradsim_taichi.cli.common import make_preset
-    from gradsim_taichi.scenes.scene_file import scene_to_toml
+    from gradsim_taichi.scenes.scene_file_writer import scene_to_toml
 
     args.scene = args.preset
     try:
