@@ -61,6 +61,7 @@ class Simulation:
         self._warn_if_unstable()
         self._run_id = 0  # bumps on every forward; the autograd bridge checks it
         self._frames_run = self.frames  # how many frames the last forward simulated
+        self._output_shapes: dict = {}  # each system's full output shape
         self._buffer_segment = None  # first frame of the segment the buffers hold
 
     def _warn_if_unstable(self) -> None:
@@ -205,7 +206,9 @@ class Simulation:
         self._frames_run = frames
         out = {}
         for s in self.systems:
-            out[s.name] = s.output()[: frames + 1]
+            full = s.output()
+            self._output_shapes[s.name] = full.shape  # (backward pads its gradients to it)
+            out[s.name] = full[: frames + 1]
             if hasattr(s, "velocity_output"):
                 out[s.name + "_velocity"] = s.velocity_output()[: frames + 1]
         return out
@@ -219,7 +222,8 @@ class Simulation:
             self.model.ground.zero_grads()
         frames = self._frames_run
         for system in self.systems:
-            g = _padded(grad_outputs.get(system.name), system.output().shape)
+            shape = self._output_shapes.get(system.name) or system.output().shape
+            g = _padded(grad_outputs.get(system.name), shape)
             if hasattr(system, "velocity_output"):
                 gv = grad_outputs.get(system.name + "_velocity")
                 system.begin_backward(g, None if gv is None else _padded(gv, g.shape))
