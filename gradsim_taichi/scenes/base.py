@@ -107,6 +107,10 @@ class Scene:
     sigma: float = 1e-4
     gamma: float = 1e-2
     threshold: float = 1e-30
+    # "soft" (the presets' own targets: smooth everywhere) or "antialias" (the nearest
+    # surface wins, edges anti-aliased: what an ordinary renderer or a camera shows;
+    # estimate --target uses it). See SoftRasterizer's ``mode``.
+    render_mode: str = "soft"
     near: float = 0.1
     far: float = 10.0
     params: dict[str, ParamSpec] = field(default_factory=dict)
@@ -181,7 +185,8 @@ class Scene:
                         "crossing it are not drawn. Keep the stage in front of the camera "
                         "(e.g. ground_part(extent=...) with z1 short of it)")
         self.renderer = SoftRasterizer(self.camera, [p.mesh for p in self.parts],
-                                       sigma=self.sigma, gamma=self.gamma,
+                                       mode=self.render_mode, sigma=self.sigma,
+                                       gamma=self.gamma,
                                        threshold=self.threshold,
                                        background=torch.tensor(
                                            self.background, dtype=runtime.torch_dtype(),
@@ -190,7 +195,8 @@ class Scene:
         # (alpha), which the full render's alpha is not (the stage covers every pixel)
         objects = [p.mesh for p in self.parts if p.static_vertices is None]
         self.coverage_renderer = SoftRasterizer(
-            self.camera, objects, lights=[], sigma=self.sigma, gamma=self.gamma,
+            self.camera, objects, lights=[], mode=self.render_mode, sigma=self.sigma,
+            gamma=self.gamma,
             threshold=self.threshold) if objects else None
         self._generation = runtime.generation()
 
@@ -269,7 +275,7 @@ class Scene:
                               torch.zeros(self.height, self.width, 1, dtype=bg.dtype)], -1)
         r = self.renderer
         plate = SoftRasterizer(self.camera, [m for m, _ in static], lights=r.lights,
-                               sigma=r.sigma, gamma=r.gamma, threshold=r.threshold,
+                               mode=r.mode, sigma=r.sigma, gamma=r.gamma, threshold=r.threshold,
                                background=r.background, eps=r.eps)
         return plate([v for _, v in static])
 
