@@ -178,14 +178,17 @@ def scene_data(scene: str, quick: bool) -> dict:
 class Ours:
     """gradsim_taichi: ModelBuilder -> Simulation (checkpointed backward)."""
 
-    def __init__(self, scene, data, frames, substeps, threads, precision):
+    def __init__(self, scene, data, frames, substeps, threads=None, precision=None):
+        """Initialise the runtime at ``threads`` and ``precision`` (None: keep the
+        current one) and build the ``scene`` model from ``data``."""
         os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
         os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
         sys.path.insert(0, HERE)
         import gradsim_taichi as gs
         from timing import ARCH
 
-        gs.init(arch=ARCH, threads=threads, precision=precision)
+        if threads is not None:
+            gs.init(arch=ARCH, threads=threads, precision=precision)
         self.gs, self.scene, self.data = gs, scene, data
         self.sim = self.make(frames, substeps)
         g = np.zeros((frames + 1, len(data["x"]), 3))
