@@ -184,8 +184,9 @@ class Ours:
         os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
         os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
         sys.path.insert(0, HERE)
-        import gradsim_taichi as gs
         from timing import ARCH
+
+        import gradsim_taichi as gs
 
         if threads is not None:
             gs.init(arch=ARCH, threads=threads, precision=precision)
@@ -256,7 +257,7 @@ class WarpPeer:
         self.weighted_sum = weighted_sum
 
     def build(self):
-        d, wp = self.data, self.wp
+        d = self.data
         cloth = self.scene == "cloth"
         ct = CLOTH_CONTACT if cloth else FEM_CONTACT
         mass = np.full(len(d["x"]), CLOTH["mass"]) if cloth else d["mass"]
