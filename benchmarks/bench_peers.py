@@ -82,6 +82,7 @@ CLOTH = dict(mass=1e-3, tri_ke=100.0, tri_ka=100.0, tri_kd=0.01, edge_ke=0.01, e
 CLOTH_CONTACT = dict(ke=1e3, kd=0.5, kf=0.5, mu=0.5)
 FEM = dict(size=0.5, height=0.02, E=5e4, nu=0.3, density=1000.0, damping=2.0, radius=0.0)
 FEM_CONTACT = dict(ke=1e4, kd=10.0, kf=10.0, mu=0.5)
+PLAIN_CONTACT = 1e-6  # [m] ours' contact smoothing widths in this benchmark (see Ours)
 ENGINES = ("ours-1t", "ours-2t", "ours-2t-f64", "warp.sim", "newton")
 PEERS = ("warp.sim", "newton")
 
@@ -178,19 +179,22 @@ def scene_data(scene: str, quick: bool) -> dict:
 class Ours:
     """gradsim_taichi: ModelBuilder -> Simulation (checkpointed backward)."""
 
-    def __init__(self, scene, data, frames, substeps, threads=None, precision=None):
+    def __init__(self, scene, data, frames, substeps, threads=None, precision=None,
+                 smooth=False):
         """Initialise the runtime at ``threads`` and ``precision`` (None: keep the
-        current one) and build the ``scene`` model from ``data``."""
+        current one) and build the ``scene`` model from ``data``; ``smooth``: our default
+        smoothed contact instead of the peers' plain law."""
         os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
         os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
-        sys.path.insert(0, HERE)
-        from timing import ARCH
-
         import gradsim_taichi as gs
 
-        if threads is not None:
-            gs.init(arch=ARCH, threads=threads, precision=precision)
+        if threads is not None:  # the CPU, like the peers (warp's CPU kernels: one thread)
+            gs.init(arch="cpu", threads=threads, precision=precision)
         self.gs, self.scene, self.data = gs, scene, data
+        # ours' C1 contact (gradSim's law smoothed over 0.1 / 1 mm) shrunk to the plain law
+        # the peers run, unless smooth: the same kernels, so the same speed
+        self.smoothing = {} if smooth else dict(contact_damping_depth=PLAIN_CONTACT,
+                                                contact_elastic_width=PLAIN_CONTACT)
         self.sim = self.make(frames, substeps)
         g = np.zeros((frames + 1, len(data["x"]), 3))
         g[-1] = data["w"]
@@ -201,7 +205,8 @@ class Ours:
         if self.scene == "cloth":
             ct = CLOTH_CONTACT
             b = gs.ModelBuilder(particle_radius=CLOTH["radius"], contact_ke=ct["ke"],
-                                contact_kd=ct["kd"], contact_kf=ct["kf"], contact_mu=ct["mu"])
+                                contact_kd=ct["kd"], contact_kf=ct["kf"], contact_mu=ct["mu"],
+                                **self.smoothing)
             cloth = b.add_cloth_mesh(d["x"], d["tris"], mass=CLOTH["mass"], velocity=d["v"],
                                      **{k: CLOTH[k] for k in ("tri_ke", "tri_ka", "tri_kd",
                                                               "edge_ke", "edge_kd")})
@@ -213,7 +218,8 @@ class Ours:
         else:
             ct = FEM_CONTACT
             b = gs.ModelBuilder(particle_radius=FEM["radius"], contact_ke=ct["ke"],
-                                contact_kd=ct["kd"], contact_kf=ct["kf"], contact_mu=ct["mu"])
+                                contact_kd=ct["kd"], contact_kf=ct["kf"], contact_mu=ct["mu"],
+                                **self.smoothing)
             mu, lam = lame(FEM["E"], FEM["nu"])
             b.add_soft_mesh(d["x"], d["tets"], density=FEM["density"], mu=mu, lam=lam,
                             damping=FEM["damping"], velocity=d["v"])
@@ -363,11 +369,11 @@ class WarpPeer:
         tape.zero()
 
 
-def make_engine(engine, scene, data, frames, substeps):
+def make_engine(engine, scene, data, frames, substeps, smooth=False):
     if engine.startswith("ours"):
         threads = 1 if "-1t" in engine else 2
         return Ours(scene, data, frames, substeps, threads,
-                    "f64" if engine.endswith("f64") else "f32")
+                    "f64" if engine.endswith("f64") else "f32", smooth)
     return WarpPeer(engine, scene, data, frames, substeps)
 
 
@@ -390,7 +396,7 @@ def worker(args) -> None:
     data = scene_data(args.scene, args.quick)
     if args.memory:
         frames, substeps = MEMORY_ROLLOUT if not args.quick else (4, 32)
-        warm = make_engine(args.worker, args.scene, data, 1, substeps)
+        warm = make_engine(args.worker, args.scene, data, 1, substeps, args.smooth_contact)
         warm.forward_backward()  # compiles every kernel and adjoint
         try:  # reset the peak RSS to the current RSS (Linux >= 4.0)
             with open("/proc/self/clear_refs", "w") as fh:
@@ -399,13 +405,14 @@ def worker(args) -> None:
         except OSError:
             reset = False
         before = _rss_mb("VmRSS") if reset else _rss_mb("VmHWM")
-        eng = make_engine(args.worker, args.scene, data, frames, substeps)
+        eng = make_engine(args.worker, args.scene, data, frames, substeps, args.smooth_contact)
         eng.forward_backward()
+        stored = eng.sim.stored_state_bytes() / 2**20 if isinstance(eng, Ours) else None
         _say({"peak_rss_delta_mb": _rss_mb("VmHWM") - before, "hwm_reset": reset,
-              "frames": frames, "substeps": substeps})
+              "stored_mb": stored, "frames": frames, "substeps": substeps})
         return
     t = time.perf_counter()
-    eng = make_engine(args.worker, args.scene, data, args.frames, SUBSTEPS)
+    eng = make_engine(args.worker, args.scene, data, args.frames, SUBSTEPS, args.smooth_contact)
     final = np.asarray(eng.forward(), dtype=np.float64)
     eng.forward_backward()
     fns = {"fwd": eng.forward, "fwd+bwd": eng.forward_backward}
@@ -426,7 +433,8 @@ class Worker:
         python = args.newton_python if engine == "newton" else sys.executable
         cmd = [python, os.path.abspath(__file__), "--worker", engine, "--scene", scene,
                "--frames", str(args.frames)] + (["--quick"] if args.quick else []) \
-            + (["--memory"] if memory else [])
+            + (["--memory"] if memory else []) \
+            + (["--smooth-contact"] if args.smooth_contact else [])
         self.engine = engine
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, cwd=ROOT)
@@ -482,7 +490,7 @@ def memory_scene(scene, engines, args) -> dict:
     for e in engines:
         w = Worker(e, scene, args, memory=True)
         try:
-            out[e] = w.read()["peak_rss_delta_mb"]
+            out[e] = w.read()
         except RuntimeError as err:
             print(f"  {scene} memory: {e} skipped: {err}", flush=True)
         finally:
@@ -506,6 +514,9 @@ def parse(argv):
     ap.add_argument("--frames", type=int, default=None, help="frames per timed rollout (4)")
     ap.add_argument("--repeats", type=int, default=None, help="interleaved repeats (5)")
     ap.add_argument("--no-memory", action="store_true", help="skip the backward-memory runs")
+    ap.add_argument("--smooth-contact", action="store_true",
+                    help="ours with its default C1 contact (else shrunk to the peers' plain "
+                         "law; the same speed, closer agreement)")
     ap.add_argument("--newton-python", default=default_newton_python(),
                     help="the Python that has newton (default .venv-newton/bin/python if "
                          "present, else this one)")
@@ -549,9 +560,10 @@ def report(results, args) -> list[dict]:
           + "   speedup peer/ours-2t (ours-1t)")
     for row in rows:
         ms = row["ms_per_substep"]
-        sp = "  ".join(f"{p} {row['speedup'].get(f'{p}/ours-2t', float('nan')):.1f}x "
-                       f"({row['speedup'].get(f'{p}/ours-1t', float('nan')):.1f}x)"
-                       for p in peers)
+        sp = "  ".join(f"{p} " + " ".join(
+            (f"{v:.1f}x" if o == "ours-2t" else f"({v:.1f}x)")
+            for o in ("ours-2t", "ours-1t")
+            if (v := row["speedup"].get(f"{p}/{o}")) is not None) for p in peers)
         print(f"{row['scene'] + ' ' + row['mode']:<14}"
               + "".join(f"{ms.get(e, float('nan')):13.3f}" for e in names) + "   " + sp)
     for scene, r in results.items():
@@ -561,13 +573,21 @@ def report(results, args) -> list[dict]:
         if r.get("memory"):
             f, s = MEMORY_ROLLOUT if not args.quick else (4, 32)
             print(f"{scene}: backward peak RSS rise, {f} frames x {s} substeps: "
-                  + ", ".join(f"{e} {mb:.0f} MB" for e, mb in r["memory"].items()))
+                  + ", ".join(f"{e} {m['peak_rss_delta_mb']:.0f} MB"
+                              + (f" (state {m['stored_mb']:.0f} MB; the rest compiles the "
+                                 "fresh model's kernels)" if m.get("stored_mb") else "")
+                              for e, m in r["memory"].items()))
     if args.json:
         meta = dict(frames=args.frames, substeps=SUBSTEPS, repeats=args.repeats,
                     load_average=load, quick=args.quick, memory_rollout=MEMORY_ROLLOUT)
-        out = dict(cases=rows, meta=meta,
+        flat = [{"case": f"{r['scene']} {r['mode']}: {p} (f32) vs {o}",
+                 "ours_s": r["ms_per_substep"][o] / 1e3,
+                 "reference_s": r["ms_per_substep"][p] / 1e3, "speedup": sp}
+                for r in rows for key, sp in r["speedup"].items()
+                for p, o in [key.split("/")]]
+        out = dict(cases=flat, table=rows, meta=meta,
                    means={s: r["means"] for s, r in results.items()},
-                   memory_mb={s: r.get("memory", {}) for s, r in results.items()})
+                   memory={s: r.get("memory", {}) for s, r in results.items()})
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2)
     return rows
