@@ -30,29 +30,36 @@ medians are reported, and the speedups peer / ours are of the same run.
 Backward peak memory: a fresh process per engine runs 60 frames x 32 substeps forward +
 backward; reported is the rise of its peak RSS (``VmHWM``, reset through
 ``/proc/self/clear_refs`` after the warm-up; native buffers included) over the rollout,
-ours checkpointed against the peers' tapes.
+ours checkpointed against the peers' tapes. Ours' rise includes compiling the fresh
+model's kernels (Taichi compiles per model instance); the state it keeps
+(``Simulation.stored_state_bytes``) is printed beside it.
 
 Agreement: the mean particle position after the timed rollout in each engine, side by
 side. What differs between the engines' models (read from warp.sim 1.9 and Newton's
 sources):
 
 - ground contact: ours is gradSim's penalty law made C1 (the elastic force blends in
-  over 0.1 mm, damping ramps in over 1 mm, friction saturates with tanh); warp.sim has
-  the plain law (``ke c + kd min(vn, 0)``, friction ``min(kf |vt|, mu |fn|)``); Newton
-  contacts the ground as a shape through its collision pipeline (run every substep, as
-  its diffsim examples do), caps friction at ``mu ke c`` (damping excluded) and averages
-  particle and shape materials (both set to the same values here);
+  over 0.1 mm, damping ramps in over 1 mm, friction saturates with tanh); here both
+  widths are shrunk to 1 um (``--smooth-contact`` keeps ours' defaults: the same
+  kernels, so the same speed, but a visibly different bounce), leaving the friction's
+  tanh against warp.sim's plain ``min(kf |vt|, mu |fn|)`` (normal ``ke c + kd min(vn,
+  0)``). Newton contacts the ground as a shape through its collision pipeline (run every
+  substep, as its diffsim examples do; its time is in Newton's numbers), caps friction at
+  ``mu ke c`` (damping excluded) and averages particle and shape materials (both set to
+  the same values here);
 - bending: ours and warp.sim use dtheta/dx = |e| n / |n|^2 (Bridson); Newton uses unit
-  normals, |e| n_hat: its forces are |n| (twice the triangle area) times ours for the
-  same ke, so Newton gets ``edge_ke / |n_rest|`` per hinge (equal forces at rest);
+  normals, |e| n_hat: for the same ke its elastic forces are |n| (twice the triangle
+  area) times ours and its damping forces |n|^2 times, so Newton gets
+  ``edge_ke / |n_rest|`` and ``edge_kd / |n_rest|^2`` per hinge (equal forces at rest);
 - membrane damping: warp.sim / Newton damp dF/dt (deviatoric) and the area rate with
   the same tri_kd; ours damps the area rate only;
 - FEM: all three are Smith et al.'s stable neo-Hookean; ours takes Lame parameters and
   uses mu' = 4/3 mu, lam' = lam + 5/6 mu (passed to the peers as their k_mu, k_lambda);
   ours damps sym(F^T dF/dt) and dJ/dt (rotation invariant), the peers damp dF/dt and
   dJ/dx . v without the first vertex's velocity;
-- the peers clamp speeds at ``v_max`` (1e10 here: never) and skip hinges whose normals
-  are shorter than 1e-6; particle-particle and triangle self-contact are off in both.
+- the peers clamp speeds at ``particle_max_velocity`` (1e5 m/s: never reached here) and
+  skip hinges whose normals are shorter than 1e-6; their particle-particle and triangle
+  self-contact are switched off (ours has neither).
 
     python benchmarks/bench_peers.py [--quick] [--json PATH] [--scenes cloth,fem]
 """
@@ -233,6 +240,11 @@ class Ours:
         self.sim.forward()
         self.sim.backward(self.grad)
 
+    def grad_v0(self) -> np.ndarray:
+        """dL/d(initial velocities) [N, 3] of a forward + backward."""
+        self.forward_backward()
+        return self.sim.param_grad("initial_velocity").reshape(-1, 3)
+
 
 class WarpPeer:
     """warp.sim (warp-lang 1.9) or Newton: the same topology, semi-implicit Euler, tapes."""
@@ -292,7 +304,7 @@ class WarpPeer:
                 n1 = np.cross(x[h[:, 2]] - x[h[:, 0]], x[h[:, 3]] - x[h[:, 0]])
                 n2 = np.cross(x[h[:, 3]] - x[h[:, 1]], x[h[:, 2]] - x[h[:, 1]])
                 scale = 2.0 / (np.linalg.norm(n1, axis=1) + np.linalg.norm(n2, axis=1))
-                ke, kd = ke * scale, kd * scale
+                ke, kd = ke * scale, kd * scale**2
             b.add_edges(h[:, 0], h[:, 1], h[:, 2], h[:, 3], rest=np.zeros(nh), edge_ke=ke,
                         edge_kd=kd)
         else:
@@ -353,7 +365,11 @@ class WarpPeer:
             self.tape_states = [self.model.state(requires_grad=True)
                                 for _ in range(self.steps + 1)]
 
-    def forward_backward(self):
+    def grad_v0(self) -> np.ndarray:
+        """dL/d(initial velocities) [N, 3] of a forward + backward."""
+        return self.forward_backward(keep=True)
+
+    def forward_backward(self, keep=False):
         wp = self.wp
         self.allocate_tape_states()
         s = self.tape_states
@@ -366,7 +382,9 @@ class WarpPeer:
             wp.launch(self.weighted_sum, dim=self.n, inputs=[s[-1].particle_q, self.w],
                       outputs=[self.loss])
         tape.backward(self.loss)
+        g = s[0].particle_qd.grad.numpy().copy() if keep else None
         tape.zero()
+        return g
 
 
 def make_engine(engine, scene, data, frames, substeps, smooth=False):
@@ -414,9 +432,10 @@ def worker(args) -> None:
     t = time.perf_counter()
     eng = make_engine(args.worker, args.scene, data, args.frames, SUBSTEPS, args.smooth_contact)
     final = np.asarray(eng.forward(), dtype=np.float64)
-    eng.forward_backward()
+    grad = np.asarray(eng.grad_v0(), dtype=np.float64)
     fns = {"fwd": eng.forward, "fwd+bwd": eng.forward_backward}
-    _say({"ready": True, "setup_s": time.perf_counter() - t, "mean": final.mean(0).tolist()})
+    _say({"ready": True, "setup_s": time.perf_counter() - t, "mean": final.mean(0).tolist(),
+          "grad_v0": grad.ravel().tolist()})
     for line in sys.stdin:
         cmd = line.strip()
         if cmd == "quit":
@@ -463,12 +482,13 @@ class Worker:
 
 def time_scene(scene, engines, args) -> dict:
     """Start every engine's worker (one after the other), then interleave the repeats."""
-    workers, means, times = {}, {}, {}
+    workers, means, grads, times = {}, {}, {}, {}
     try:
         for e in engines:
             w = Worker(e, scene, args)
             try:
-                means[e] = w.read()["mean"]
+                ready = w.read()
+                means[e], grads[e] = ready["mean"], np.array(ready["grad_v0"])
                 workers[e] = w
             except RuntimeError as err:
                 print(f"  {scene}: {e} skipped: {err}", flush=True)
@@ -482,7 +502,11 @@ def time_scene(scene, engines, args) -> dict:
     finally:
         for w in workers.values():
             w.close()
-    return dict(means=means, times=times)
+    ref = next((e for e in ("ours-2t-f64", "ours-2t", "ours-1t") if e in grads), None)
+    grad_diff = {e: float(np.linalg.norm(g - grads[ref]) / np.linalg.norm(grads[ref]))
+                 for e, g in grads.items()} if ref else {}
+    return dict(means=means, times=times, grad_ref=ref, grad_diff=grad_diff,
+                grad_norm={e: float(np.linalg.norm(g)) for e, g in grads.items()})
 
 
 def memory_scene(scene, engines, args) -> dict:
@@ -566,10 +590,17 @@ def report(results, args) -> list[dict]:
             if (v := row["speedup"].get(f"{p}/{o}")) is not None) for p in peers)
         print(f"{row['scene'] + ' ' + row['mode']:<14}"
               + "".join(f"{ms.get(e, float('nan')):13.3f}" for e in names) + "   " + sp)
+    if not args.smooth_contact:
+        print("\n(dL/dv0 through contact: the peers' plain law has no term for the jump of its "
+              "damping at first touch,\n ours' 1 um ramp has it, steeply: expect O(1) "
+              "differences once particles touch; --smooth-contact\n runs ours' own, "
+              "well-conditioned law)")
     for scene, r in results.items():
         print(f"\n{scene}: mean particle position after the rollout")
+        print(f"  {'':<12} {'x':>8} {'y':>8} {'z':>8}   |dL/dv0|   rel. diff to {r['grad_ref']}")
         for e, m in r["means"].items():
-            print(f"  {e:<12} " + " ".join(f"{c:+.5f}" for c in m))
+            print(f"  {e:<12} " + " ".join(f"{c:+.5f}" for c in m)
+                  + f"   {r['grad_norm'][e]:8.4f}   {r['grad_diff'][e]:.2e}")
         if r.get("memory"):
             f, s = MEMORY_ROLLOUT if not args.quick else (4, 32)
             print(f"{scene}: backward peak RSS rise, {f} frames x {s} substeps: "
@@ -587,6 +618,8 @@ def report(results, args) -> list[dict]:
                 for p, o in [key.split("/")]]
         out = dict(cases=flat, table=rows, meta=meta,
                    means={s: r["means"] for s, r in results.items()},
+                   grad_v0={s: dict(norm=r["grad_norm"], rel_diff=r["grad_diff"],
+                                    ref=r["grad_ref"]) for s, r in results.items()},
                    memory={s: r.get("memory", {}) for s, r in results.items()})
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2)
