@@ -232,7 +232,9 @@ def test_background_plate_and_cone_shape_recover_the_mass(tmp_path, capsys):
     'masked' by default, and the mass comes back (8-bit frames, binary mask)."""
     target, plate = _preset_clip(tmp_path, "cone")
     out = tmp_path / "run"
+    # (--render soft: the clip is the preset's own soft render)
     assert main(["estimate", "rigid-mass", "--shape", "cone", "--target", str(target),
+                 "--render", "soft",
                  "--true", "mass=4", "--background-plate", str(plate), "--iters", "6",
                  "--out", str(out), *SMALL]) == 0
     report = json.loads((out / "report.json").read_text())

@@ -14,7 +14,7 @@ PACKAGES = {"gradsim_taichi": ROOT / "gradsim_taichi",
 LAYERS = [
     ["gradsim_taichi.cli", "gradsim_taichi.__main__"],
     ["gradsim_taichi.estimation", "gradsim_taichi.batch", "gradsim_taichi.control",
-     "gradsim_taichi.fit", "gradsim_taichi.optimisers", "gradsim_taichi.landscape",
+     "gradsim_taichi.fit", "gradsim_taichi.nuisance", "gradsim_taichi.optimisers", "gradsim_taichi.landscape",
      "gradsim_taichi.uncertainty"],
     ["gradsim_taichi.scenes"],
     ["gradsim_taichi.run_loop", "gradsim_taichi.reports", "gradsim_taichi.objectives",
