@@ -71,12 +71,18 @@ CASES = {
 
 
 # ---- cameras: ours -> Mitsuba, ours -> PyBullet (pure numpy, tested) -------------------
+def camera_dict(eye, target, fov_y_deg, width, height, near=0.1, far=10.0,
+                up=(0.0, 1.0, 0.0)) -> dict:
+    """A look-at camera as plain numbers (ours: :meth:`Camera.look_at`)."""
+    return dict(eye=np.asarray(eye, float), target=np.asarray(target, float),
+                up=np.asarray(up, float), fov_y_deg=float(fov_y_deg), width=int(width),
+                height=int(height), near=float(near), far=float(far))
+
+
 def camera_spec(scene) -> dict:
     """Our look-at camera of ``scene`` as plain numbers."""
-    return dict(eye=np.asarray(scene.camera_eye, float),
-                target=np.asarray(scene.camera_target, float), up=np.array([0.0, 1.0, 0.0]),
-                fov_y_deg=float(scene.fov_y_deg), width=int(scene.width),
-                height=int(scene.height), near=float(scene.near), far=float(scene.far))
+    return camera_dict(scene.camera_eye, scene.camera_target, scene.fov_y_deg, scene.width,
+                       scene.height, scene.near, scene.far)
 
 
 def mitsuba_sensor(cam: dict, spp: int = SPP, centre_samples: bool = False) -> dict:
