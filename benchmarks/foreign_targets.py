@@ -306,7 +306,7 @@ def mitsuba_target(scene, shape, mass, log):
     print(f"  mitsuba {shape}: silhouette IoU vs ours (point-sampled at pixel centres) "
           f"min {min(ious):.4f} mean {np.mean(ious):.4f}; image MSE vs our soft render "
           f"of the same meshes {mse:.2e}", flush=True)
-    return frames, plate
+    return frames, plate, verts
 
 
 # ---- PyBullet ----------------------------------------------------------------------------
@@ -494,8 +494,7 @@ def pybullet_target(scene, shape, mass, log):
           f"{min(ious):.4f} mean {np.mean(ious):.4f}; image MSE vs our soft render of the "
           f"same meshes {mse:.2e}; its trajectory vs ours at this mass: max vertex gap "
           f"{gap.max():.3f} m (frames 0-15: {np.round(gap[:16], 3).tolist()})", flush=True)
-    alpha = np.ones(frames.shape[:-1] + (1,))
-    return np.concatenate([frames, alpha], -1), np.concatenate([plate, alpha[0]], -1)
+    return frames, plate, verts
 
 
 # ---- the camera case -----------------------------------------------------------------------
@@ -513,12 +512,13 @@ def camera_target(scene, shape, mass, log):
     frames = render_target(moved).numpy()
     with torch.no_grad():
         plate = moved.render_backdrop().numpy()
-    ours = render_ours(scene, true_body_vertices(scene))
+    verts = true_body_vertices(scene)
+    ours = render_ours(scene, verts)
     mse = float(((frames[..., :3] - ours[..., :3]) ** 2).mean())
     log["render_mse_vs_ours"] = mse
     print(f"  camera {shape}: eye {tuple(round(e, 4) for e in moved.camera_eye)} (nominal "
           f"{scene.camera_eye}); image MSE vs the nominal camera's {mse:.2e}", flush=True)
-    return frames, plate
+    return frames, plate, verts
 
 
 TARGET_MAKERS = {"mitsuba": mitsuba_target, "pybullet": pybullet_target,
@@ -539,10 +539,11 @@ def has_fit() -> bool:
     return "fit" in inspect.signature(estimate).parameters
 
 
-def options(case, target, plate, scene):
+def options(case, target, plate, scene, contact):
     """``{name: estimate() keywords, or None where the option is not available}``; the
-    key ``_render_mode`` asks for a scene render mode."""
-    from gradsim_taichi.objectives import mask_from_plate
+    key ``_render_mode`` asks for a scene render mode. ``contact``: the target's first
+    frame with ground contact (seen in the video: its engine's trajectory)."""
+    from gradsim_taichi.objectives import erode_mask, mask_from_plate
 
     mask = mask_from_plate(target, plate, shadows=True, cleanup=1)
     aa = {"_render_mode": "antialias"} if has_render_mode(scene) else None
@@ -550,6 +551,10 @@ def options(case, target, plate, scene):
     out = {
         "defaults": {},
         "masked (keyed)": dict(loss="masked", mask=mask),
+        "masked (keyed, eroded 1)": dict(loss="masked", mask=erode_mask(mask, 1)),
+        "silhouette (keyed)": dict(loss="silhouette", mask=mask),
+        f"frame_range 0:{contact - 1}" if contact else "frame_range (no contact)": (
+            dict(frame_range=(0, contact - 1), warmup=(0, 0)) if contact else {}),
         f"stage_contact={CONTACT_STAGE}": dict(stage_contact=CONTACT_STAGE),
         f"restarts={RESTARTS}": dict(restarts=RESTARTS),
         "antialias": aa,
@@ -581,7 +586,7 @@ def run_estimate(scene, target, seed, kw):
         if mode is not None:
             scene.render_mode = old
     errs = {n: e["rel_err"] for n, e in r.errors().items()}
-    extra = {}
+    extra = {"init": {n: float(np.mean(v)) for n, v in r.init.items()}}
     if kw.get("stage_contact") and r.stages:
         truth = float(np.asarray(scene.params["mass"].true))
         first = float(np.asarray(r.stages[0]["params"]["mass"]))
@@ -637,7 +642,10 @@ def main(argv=None):
         ap.error(f"unknown case {bad[0]!r}; choose from {', '.join(CASES)}")
     check_extras(cases)
 
+    import torch
+
     import gradsim_taichi as gs
+    from gradsim_taichi.objectives import first_contact
     from gradsim_taichi.scenes import make_scene
 
     gs.init(arch="cpu", precision="f64")
@@ -657,15 +665,17 @@ def main(argv=None):
                 scene.build()
                 log = dict(case=case, shape=shape, mass=mass)
                 t0 = time.perf_counter()
-                target, plate = TARGET_MAKERS[case](scene, shape, mass, log)
+                target, plate, verts = TARGET_MAKERS[case](scene, shape, mass, log)
                 # RGB: a foreign engine's alpha means nothing to the losses
                 target, plate = np.asarray(target)[..., :3], np.asarray(plate)[..., :3]
+                contact = first_contact(torch.as_tensor(verts), 0.0)
+                log["first_contact_frame"] = contact
                 log["target_seconds"] = time.perf_counter() - t0
                 targets.append(log)
                 name = f"{case}-{shape}-{mass:g}kg"
                 if args.save_targets:
                     save_target(args.save_targets, name, target, scene.fps)
-                for opt, okw in options(case, target, plate, scene).items():
+                for opt, okw in options(case, target, plate, scene, contact).items():
                     if wanted is not None and opt not in wanted:
                         continue
                     for seed in seeds:
@@ -685,7 +695,8 @@ def main(argv=None):
                             rows.append(row)
                             continue
                         row.update(status="done", rel_err=errs, seconds=secs, **extra)
-                        txt = ", ".join(f"{n} rel.err {e:.2e}" for n, e in errs.items())
+                        txt = ", ".join(f"{n} rel.err {e:.2e} (guess {extra['init'][n]:.3g})"
+                                        for n, e in errs.items())
                         if "pre_contact_rel_err" in extra:
                             txt += f" (pre-contact stage {extra['pre_contact_rel_err']:.2e})"
                         print(f"{case:8} {shape:4} {mass:g}kg {opt:38} seed {seed}: {txt}"
