@@ -27,14 +27,18 @@ ground), its mass unknown. The targets (the table ``CASES``):
   its distance to the target (up and to the side); the model keeps the nominal camera.
 
 Per case, shape, mass, option and initial guess (drawn with the seed): the relative
-error of every estimated parameter. The options (the table ``OPTIONS``): ``defaults``
-(``estimate(scene, target)``), today's own-video options (``masked``: the masked loss
-with a mask keyed from a background plate that the foreign engine rendered without the
-body; ``stage_contact``: the pre-contact stage; ``restarts``) and options being built
-(the antialiased forward image ``scene.render_mode = "antialias"``, nuisance parameters
-fitted jointly ``estimate(fit=...)``): those print "n/a (option not available)" until
-they exist. Per case it also prints how far the foreign images are from ours: the MSE
-between our (soft) render and the foreign render of the same posed meshes.
+error of every estimated parameter. The options (``options()``): ``defaults``
+(``estimate(scene, target)``); today's own-video options: the ``masked`` loss with a
+mask keyed from a background plate that the foreign engine rendered without the body
+(``mask_from_plate(shadows=True, cleanup=1)``; also eroded by a pixel), the
+``silhouette`` loss on that mask, ``frame_range`` up to the frame before the first
+contact (seen in the target's own trajectory), the pre-contact stage
+(``stage_contact``), ``restarts``; and options being built (the antialiased forward
+image ``scene.render_mode = "antialias"``, nuisance parameters fitted jointly
+``estimate(fit=...)``), which print "n/a (option not available)" until they exist.
+Per target it also prints how far the foreign images are from ours: the MSE between our
+(soft) render and the foreign render of the same posed meshes (for Mitsuba with the
+share of its sampling noise).
 """
 
 from __future__ import annotations
@@ -254,7 +258,8 @@ def _mitsuba_mesh(name, verts, faces, face_colors):
     return mesh
 
 
-def mitsuba_frames(scene, body_verts, with_body=True, spp=SPP, silhouette=False):
+def mitsuba_frames(scene, body_verts, with_body=True, spp=SPP, silhouette=False,
+                   seed_offset=0):
     """Mitsuba renders ``[F, H, W, 4]`` of the body at ``body_verts`` on our stage.
     ``silhouette``: the body alone, unlit, one sample at each pixel centre (alpha: the
     point-sampled silhouette)."""
@@ -285,7 +290,7 @@ def mitsuba_frames(scene, body_verts, with_body=True, spp=SPP, silhouette=False)
         if with_body:
             scene_dict["body"] = _mitsuba_mesh("body", v, faces, colors)
         img = np.array(mi.render(mi.load_dict(scene_dict), spp=1 if silhouette else spp,
-                                 seed=k))
+                                 seed=seed_offset + k))
         out.append(img)
     return np.clip(np.stack(out), 0.0, 1.0)
 
@@ -300,12 +305,17 @@ def mitsuba_target(scene, shape, mass, log):
     ious = [iou(a, b) for a, b in zip(sil, ours_sil)]
     ours = render_ours(scene, verts)
     mse = float(((frames[..., :3] - ours[..., :3]) ** 2).mean())
+    # the sampling noise's share: half the MSE between two independent renders
+    some = verts[:: max(1, len(verts) // 4)]
+    again = mitsuba_frames(scene, some, seed_offset=1000)
+    noise = float(((again - frames[:: max(1, len(verts) // 4)]) ** 2)[..., :3].mean() / 2)
     log["silhouette_iou_min"] = min(ious)
     log["silhouette_iou_mean"] = float(np.mean(ious))
     log["render_mse_vs_ours"] = mse
+    log["render_mse_noise_part"] = noise
     print(f"  mitsuba {shape}: silhouette IoU vs ours (point-sampled at pixel centres) "
           f"min {min(ious):.4f} mean {np.mean(ious):.4f}; image MSE vs our soft render "
-          f"of the same meshes {mse:.2e}", flush=True)
+          f"of the same meshes {mse:.2e} (of which sampling noise {noise:.2e})", flush=True)
     return frames, plate, verts
 
 
@@ -586,7 +596,8 @@ def run_estimate(scene, target, seed, kw):
         if mode is not None:
             scene.render_mode = old
     errs = {n: e["rel_err"] for n, e in r.errors().items()}
-    extra = {"init": {n: float(np.mean(v)) for n, v in r.init.items()}}
+    extra = {"init": {n: float(np.mean(v)) for n, v in r.init.items()},
+             "iterations": r.iterations, "final_loss": r.loss}
     if kw.get("stage_contact") and r.stages:
         truth = float(np.asarray(scene.params["mass"].true))
         first = float(np.asarray(r.stages[0]["params"]["mass"]))
@@ -594,14 +605,19 @@ def run_estimate(scene, target, seed, kw):
     return errs, time.perf_counter() - t0, extra
 
 
-def save_target(folder, name, frames, fps):
+def save_target(folder, name, frames, plate, fps):
+    """``NAME.npy`` (float32 RGB frames), ``NAME.mp4`` and ``NAME-plate.png`` (the
+    background plate, for ``--background-plate``)."""
     from gradsim_taichi.render import save_video
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / f"{name}.npy", np.asarray(frames, dtype=np.float32))
     save_video(np.asarray(frames), folder / f"{name}.mp4", fps=fps)
-    print(f"  saved {folder / name}.npy and .mp4", flush=True)
+    save_video(np.asarray(plate)[None], folder / f"{name}-plate", fps=fps)
+    os.replace(folder / f"{name}-plate" / "frame_00000.png", folder / f"{name}-plate.png")
+    os.rmdir(folder / f"{name}-plate")
+    print(f"  saved {folder / name}.npy, .mp4 and -plate.png", flush=True)
 
 
 def check_extras(cases) -> None:
@@ -631,7 +647,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="box only, seed 0, 24 frames, the first mass of each case")
     ap.add_argument("--options", default=None,
-                    help="comma-separated option names to run (default: all)")
+                    help="run only the options whose names start with one of these "
+                         "(separated by ';', e.g. 'defaults;masked;fit'; default: all)")
     ap.add_argument("--json", default=None, help="write every row to this file")
     ap.add_argument("--save-targets", default=None, metavar="DIR",
                     help="write each target as DIR/NAME.npy and DIR/NAME.mp4")
@@ -652,7 +669,8 @@ def main(argv=None):
     shapes = ["box"] if args.quick else args.shapes.split(",")
     seeds = [0] if args.quick else [int(s) for s in args.seeds.split(",")]
     frames = 24 if args.quick else None
-    wanted = None if args.options is None else set(args.options.split(","))
+    wanted = None if args.options is None else [w.strip() for w in args.options.split(";")
+                                                 if w.strip()]
     rows, targets = [], []
     for case in cases:
         spec = CASES[case]
@@ -674,9 +692,9 @@ def main(argv=None):
                 targets.append(log)
                 name = f"{case}-{shape}-{mass:g}kg"
                 if args.save_targets:
-                    save_target(args.save_targets, name, target, scene.fps)
+                    save_target(args.save_targets, name, target, plate, scene.fps)
                 for opt, okw in options(case, target, plate, scene, contact).items():
-                    if wanted is not None and opt not in wanted:
+                    if wanted is not None and not any(opt.startswith(w) for w in wanted):
                         continue
                     for seed in seeds:
                         row = dict(case=case, shape=shape, mass=mass, option=opt, seed=seed)
@@ -700,7 +718,7 @@ def main(argv=None):
                         if "pre_contact_rel_err" in extra:
                             txt += f" (pre-contact stage {extra['pre_contact_rel_err']:.2e})"
                         print(f"{case:8} {shape:4} {mass:g}kg {opt:38} seed {seed}: {txt}"
-                              f"  [{secs:.0f} s]", flush=True)
+                              f"  [{extra['iterations']} it, {secs:.0f} s]", flush=True)
                         rows.append(row)
     if args.json:
         with open(args.json, "w") as f:
