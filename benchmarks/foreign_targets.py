@@ -89,7 +89,7 @@ def camera_spec(scene) -> dict:
                        scene.height, scene.near, scene.far)
 
 
-def mitsuba_sensor(cam: dict, spp: int = SPP, centre_samples: bool = False) -> dict:
+def mitsuba_sensor(cam: dict, spp: int = 64, centre_samples: bool = False) -> dict:
     """A Mitsuba ``perspective`` sensor dict matching our camera: the vertical field of
     view (``fov_axis="y"``: ours is vertical whatever the aspect), Mitsuba's look-at
     with the same eye, target and up, box-filtered pixels over ``[j, j + 1]`` (their
@@ -258,7 +258,7 @@ def _mitsuba_mesh(name, verts, faces, face_colors):
     return mesh
 
 
-def mitsuba_frames(scene, body_verts, with_body=True, spp=SPP, silhouette=False,
+def mitsuba_frames(scene, body_verts, with_body=True, spp=None, silhouette=False,
                    seed_offset=0):
     """Mitsuba renders ``[F, H, W, 4]`` of the body at ``body_verts`` on our stage.
     ``silhouette``: the body alone, unlit, one sample at each pixel centre (alpha: the
@@ -266,6 +266,7 @@ def mitsuba_frames(scene, body_verts, with_body=True, spp=SPP, silhouette=False,
     import mitsuba as mi
 
     mi.set_variant("scalar_rgb")
+    spp = SPP if spp is None else spp
     cam = camera_spec(scene)
     body, stage = body_and_stage(scene)
     faces = body.mesh.faces.cpu().numpy()
@@ -639,6 +640,7 @@ def check_extras(cases) -> None:
 
 
 def main(argv=None):
+    global SPP
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default=",".join(CASES),
                     help=f"comma-separated, of {', '.join(CASES)}")
@@ -649,6 +651,8 @@ def main(argv=None):
     ap.add_argument("--options", default=None,
                     help="run only the options whose names start with one of these "
                          "(separated by ';', e.g. 'defaults;masked;fit'; default: all)")
+    ap.add_argument("--spp", type=int, default=SPP,
+                    help=f"Mitsuba's samples per pixel (default {SPP})")
     ap.add_argument("--json", default=None, help="write every row to this file")
     ap.add_argument("--save-targets", default=None, metavar="DIR",
                     help="write each target as DIR/NAME.npy and DIR/NAME.mp4")
@@ -657,7 +661,10 @@ def main(argv=None):
     bad = [c for c in cases if c not in CASES]
     if bad:
         ap.error(f"unknown case {bad[0]!r}; choose from {', '.join(CASES)}")
+    if args.spp < 1:
+        ap.error(f"--spp must be >= 1; got {args.spp}")
     check_extras(cases)
+    SPP = args.spp
 
     import torch
 
@@ -681,7 +688,8 @@ def main(argv=None):
                 scene = make_scene("rigid-mass", shape=shape, **kw)
                 scene.set_truth({"mass": mass})
                 scene.build()
-                log = dict(case=case, shape=shape, mass=mass)
+                log = dict(case=case, shape=shape, mass=mass,
+                           **(dict(spp=SPP) if case == "mitsuba" else {}))
                 t0 = time.perf_counter()
                 target, plate, verts = TARGET_MAKERS[case](scene, shape, mass, log)
                 # RGB: a foreign engine's alpha means nothing to the losses
@@ -690,14 +698,16 @@ def main(argv=None):
                 log["first_contact_frame"] = contact
                 log["target_seconds"] = time.perf_counter() - t0
                 targets.append(log)
-                name = f"{case}-{shape}-{mass:g}kg"
+                name = f"{case}-{shape}-{mass:g}kg" + (
+                    f"-{SPP}spp" if case == "mitsuba" and SPP != 64 else "")
                 if args.save_targets:
                     save_target(args.save_targets, name, target, plate, scene.fps)
                 for opt, okw in options(case, target, plate, scene, contact).items():
                     if wanted is not None and not any(opt.startswith(w) for w in wanted):
                         continue
                     for seed in seeds:
-                        row = dict(case=case, shape=shape, mass=mass, option=opt, seed=seed)
+                        row = dict(case=case, shape=shape, mass=mass, option=opt, seed=seed,
+                                   **(dict(spp=SPP) if case == "mitsuba" else {}))
                         if okw is None:
                             row["status"] = NA
                             print(f"{case:8} {shape:4} {mass:g}kg {opt:38} seed {seed}: {NA}",
