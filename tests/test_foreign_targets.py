@@ -161,3 +161,24 @@ def test_missing_extra_exits_2_naming_it():
     r = _run_script(["--cases", "mitsuba,pybullet", "--quick"], block_extras=True)
     assert r.returncode == 2
     assert "[bench]" in r.stderr and "mitsuba" in r.stderr and "pybullet" in r.stderr
+
+
+@pytest.mark.slow
+def test_camera_case_end_to_end(tmp_path):
+    # the camera case needs no extra: a moved camera's target, the defaults and the
+    # fit options (run once estimate(fit=...) exists, else reported as not available)
+    out = tmp_path / "rows.json"
+    r = _run_script(["--cases", "camera", "--quick", "--options", "defaults;fit=camera",
+                     "--json", str(out), "--save-targets", str(tmp_path)], block_extras=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    data = json.loads(out.read_text())
+    (target,) = data["targets"]
+    assert target["render_mse_vs_ours"] > 0  # the moved camera's video is not ours
+    rows = {row["option"]: row for row in data["rows"]}
+    assert rows["defaults"]["status"] == "done"
+    assert 0 <= rows["defaults"]["rel_err"]["mass"] < 0.5
+    assert rows["fit=camera"]["status"] in ("done", ft.NA)
+    assert (tmp_path / "camera-box-4kg.mp4").exists()
+    assert np.load(tmp_path / "camera-box-4kg.npy").shape == (25, 64, 64, 3)
