@@ -572,6 +572,9 @@ def options(case, target, plate, scene, contact):
         "silhouette (keyed)": dict(loss="silhouette", mask=mask),
         f"frame_range 0:{contact - 1}" if contact else "frame_range (no contact)": (
             dict(frame_range=(0, contact - 1), warmup=(0, 0)) if contact else {}),
+        "silhouette (keyed) + frame_range": (
+            dict(loss="silhouette", mask=mask, frame_range=(0, contact - 1), warmup=(0, 0))
+            if contact else dict(loss="silhouette", mask=mask)),
         f"stage_contact={CONTACT_STAGE}": dict(stage_contact=CONTACT_STAGE),
         f"restarts={RESTARTS}": dict(restarts=RESTARTS),
         "antialias": aa,
@@ -610,6 +613,23 @@ def run_estimate(scene, target, seed, kw):
         first = float(np.asarray(r.stages[0]["params"]["mass"]))
         extra["pre_contact_rel_err"] = abs(first - truth) / truth
     return errs, time.perf_counter() - t0, extra
+
+
+def summary_table(rows) -> str:
+    """A markdown table: per target and option, the mass's relative error per guess."""
+    out = ["| target | option | mass rel. error per initial guess |", "|---|---|---|"]
+    groups = {}
+    for r in rows:
+        key = (f"{r['case']} {r['shape']} {r['mass']:g} kg", r["option"])
+        groups.setdefault(key, []).append(r)
+    for (target, option), rs in groups.items():
+        if all(r["status"] == NA for r in rs):
+            cell = NA
+        else:
+            cell = ", ".join(f"{r['rel_err']['mass']:.1e}" if r["status"] == "done"
+                             else r["status"] for r in rs)
+        out.append(f"| {target} | {option} | {cell} |")
+    return "\n".join(out)
 
 
 def save_target(folder, name, frames, plate, fps):
@@ -660,9 +680,15 @@ def main(argv=None):
     ap.add_argument("--spp", type=int, default=SPP,
                     help=f"Mitsuba's samples per pixel (default {SPP})")
     ap.add_argument("--json", default=None, help="write every row to this file")
+    ap.add_argument("--table-from", default=None, metavar="JSON",
+                    help="only print the summary table of a --json file and exit")
     ap.add_argument("--save-targets", default=None, metavar="DIR",
                     help="write each target as DIR/NAME.npy and DIR/NAME.mp4")
     args = ap.parse_args(argv)
+    if args.table_from:
+        with open(args.table_from) as f:
+            print(summary_table(json.load(f)["rows"]))
+        return
     cases = [c for c in args.cases.split(",") if c]
     bad = [c for c in cases if c not in CASES]
     if bad:
@@ -736,6 +762,7 @@ def main(argv=None):
                         print(f"{case:8} {shape:4} {mass:g}kg {opt:38} seed {seed}: {txt}"
                               f"  [{extra['iterations']} it, {secs:.0f} s]", flush=True)
                         rows.append(row)
+    print(summary_table(rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(targets=targets, rows=rows), f, indent=1, default=float)
