@@ -1,6 +1,6 @@
 """Mass estimation on videos our engine did not make (issues 14 and 20).
 
-    python benchmarks/foreign_targets.py [--cases mitsuba,pybullet,camera]
+    python benchmarks/foreign_targets.py [--cases mitsuba,pybullet,pybullet-physics,camera]
         [--shapes box,cone] [--seeds 0,1,2] [--quick] [--json PATH] [--save-targets DIR]
 
 Needs the optional extra ``[bench]`` (``pip install -e ".[bench]"``: mitsuba, pybullet)
@@ -23,6 +23,8 @@ ground), its mass unknown. The targets (the table ``CASES``):
   coordinates and ours at pixel centres: the projection is shifted by half a pixel, and
   the silhouette IoU against ours on PyBullet's own poses is printed). Masses 4 and 7
   kg: the truth is the mass given to PyBullet.
+- ``pybullet-physics``: PyBullet's poses drawn by our own renderer (the share of the
+  ``pybullet`` case's error that is physics, not image formation).
 - ``camera``: our own render of the true trajectory with the camera eye moved by 3% of
   its distance to the target (up and to the side); the model keeps the nominal camera.
 
@@ -69,6 +71,8 @@ CASES = {
                     doc="path traced (Mitsuba 3 scalar_rgb) from our true trajectory"),
     "pybullet": dict(engine="pybullet", masses=(4.0, 7.0),
                      doc="PyBullet's physics (rigid contact) and TinyRenderer image"),
+    "pybullet-physics": dict(engine="pybullet", masses=(4.0, 7.0),
+                             doc="PyBullet's poses drawn by our renderer: the physics' share"),
     "camera": dict(engine=None, masses=(4.0,),
                    doc=f"our render, camera eye moved {EYE_SHIFT:.0%} of its distance"),
 }
@@ -538,8 +542,20 @@ def camera_target(scene, shape, mass, log):
     return frames, plate, verts
 
 
+def pybullet_physics_target(scene, shape, mass, log):
+    """PyBullet's rollout drawn by our own renderer (soft, as the model draws): what is
+    left of the pybullet case when the renderers agree; our plate."""
+    import torch
+
+    _, _, verts = pybullet_target(scene, shape, mass, log)
+    frames = render_ours(scene, verts)
+    with torch.no_grad():
+        plate = scene.render_backdrop().numpy()
+    return frames, plate, verts
+
+
 TARGET_MAKERS = {"mitsuba": mitsuba_target, "pybullet": pybullet_target,
-                 "camera": camera_target}
+                 "pybullet-physics": pybullet_physics_target, "camera": camera_target}
 
 
 # ---- options ---------------------------------------------------------------------------
