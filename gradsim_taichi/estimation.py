@@ -20,6 +20,7 @@ import torch
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import EstimationError
 from gradsim_taichi.fit import Fit, plain_values
+from gradsim_taichi.nuisance import Nuisance, parse_fit
 from gradsim_taichi.objectives import (
     SPREAD_TOL,
     Stages,
@@ -35,7 +36,7 @@ from gradsim_taichi.objectives import (
     relative_spread,
 )
 from gradsim_taichi.optimisers import KINDS
-from gradsim_taichi.reports import jsonable, plot_history, save_compare_videos
+from gradsim_taichi.reports import jsonable, plot_history, save_compare_videos, save_image
 from gradsim_taichi.reports import write_report as _write_report
 from gradsim_taichi.scenes.base import Scene
 from gradsim_taichi.uncertainty import local_uncertainty
@@ -75,6 +76,9 @@ class EstimationResult:
             "status", "iterations"}`` (this result is the one with the lowest loss);
             spread: per parameter the restarts' relative spread
             (:func:`gradsim_taichi.objectives.relative_spread`).
+        nuisance: with ``fit``, the nuisance parameters' estimates
+            (:meth:`gradsim_taichi.nuisance.Nuisance.report`); background: the
+            background image ``[H, W, 3]`` of fit ``"background"``.
     """
 
     params: dict
@@ -92,6 +96,9 @@ class EstimationResult:
     stages: list = field(default_factory=list)
     restarts: list = field(default_factory=list)
     spread: dict = field(default_factory=dict)
+    nuisance: dict = field(default_factory=dict)
+    background: object = None  # the fitted background image [H, W, 3] (fit "background")
+    render: object = None  # the render with the fitted nuisance parameters (fit=...)
 
     def errors(self) -> dict:
         """Per parameter: mean absolute error and mean absolute relative error."""
@@ -154,6 +161,8 @@ def estimate(
     frame_range=None,
     stage_contact: int = 0,
     restarts: int = 1,
+    fit=None,
+    background=None,
 ) -> EstimationResult:
     """Estimate physical parameters of ``scene`` from ``target_frames``.
 
@@ -228,6 +237,14 @@ def estimate(
             spread is above :data:`gradsim_taichi.objectives.SPREAD_TOL` a warning says
             the guesses disagree (several minima, or runs that did not converge).
             With ``out_dir``, restart k keeps its resume state in ``out_dir/restart-k``.
+        fit: nuisance parameters learned with the physical ones, a comma-separated
+            string or list from ``"camera"`` (a small pose correction), ``"background"``
+            (a static background image behind the objects instead of the stage) and
+            ``"appearance"`` (object albedo gain, ambient and directional light); see
+            :mod:`gradsim_taichi.nuisance`. Their estimates are in ``nuisance``.
+        background: with ``fit`` including ``"background"``: a fixed background image
+            ``[H, W, 3]`` (a plate of the empty scene) instead of the one solved per
+            pixel.
     """
     if isinstance(restarts, bool) or int(restarts) != restarts or restarts < 1:
         raise ValueError(f"restarts must be a positive integer; got {restarts!r}")
@@ -239,7 +256,7 @@ def estimate(
                  resume=resume, save_every=save_every, progress=progress, warmup=warmup,
                  coarse_iters=coarse_iters, blur=blur, tol=tol, true=true,
                  uncertainty=uncertainty, mask=mask, frame_range=frame_range,
-                 stage_contact=stage_contact))
+                 stage_contact=stage_contact, fit=fit, background=background))
     names = scene.check_params(params if params else scene.default_params)
     iters = scene.iters if iters is None else iters
     lr = scene.lr if lr is None else lr
@@ -265,6 +282,13 @@ def estimate(
     if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol >= 0):
         raise ValueError(f"tol must be a number >= 0; got {tol!r}")
     loss_fn = get_loss(loss)
+    kinds = parse_fit(fit)
+    if background is not None and "background" not in kinds:
+        raise ValueError("background= is the fixed image of fit 'background'; add "
+                         "'background' to fit")
+    if kinds and supervision == "3d":
+        raise ValueError(f"fit {','.join(kinds)}: nuisance parameters of the image; 3D "
+                         "supervision has none")
     scene.ensure_built()
     target = check_target(scene, target_frames, supervision)
     target = _with_mask(scene, target, mask, loss_fn, loss, supervision)
@@ -275,18 +299,27 @@ def estimate(
         warmup, contact_note = _contact_stage(scene, names, init, stage_contact, warmup,
                                               check_frame_range(frame_range, scene.frames))
     stages = Stages(scene.frames, warmup, coarse_iters, frame_stride, frame_range)
-    fit = Fit(scene, target, names, init, optimizer, lr, iters, stages, blur, supervision,
-               loss_fn, tol)
+    nuisance = Nuisance(scene, kinds, target, background) if kinds else None
+    clash = sorted(set(nuisance.params if nuisance else ()) & set(names))
+    if clash:
+        raise ValueError(f"parameter names {clash} are both physical and nuisance ones")
+    job = Fit(scene, target, names, init, optimizer, lr, iters, stages, blur, supervision,
+              loss_fn, tol, nuisance)
+
+    calibration = job.calibrate() if not (resume and out_dir is not None
+                                          and (Path(out_dir) / "state.pt").exists()) else None
+    if calibration is not None:
+        job.stage_log.append(calibration)
 
     def after_step(it, record):
         if callback is not None:
-            callback(it, record["loss"], fit.evaluated, fit.rendered)
+            callback(it, record["loss"], job.evaluated, job.rendered)
 
-    run = run_loop.run(fit, iters, out_dir=out_dir, resume=resume, save_every=save_every,
+    run = run_loop.run(job, iters, out_dir=out_dir, resume=resume, save_every=save_every,
                        progress=progress, callback=after_step, desc=f"estimate {scene.name}")
     result = EstimationResult(
-        params={n: v.detach().cpu().numpy() for n, v in fit.values().items()},
-        init={n: np.asarray(fit.init[n]) for n in names},
+        params={n: v.detach().cpu().numpy() for n, v in job.values().items()},
+        init={n: np.asarray(job.init[n]) for n in names},
         true=truth,
         history=run.history,
         iterations=run.iterations,
@@ -298,24 +331,28 @@ def estimate(
                       else getattr(loss, "__name__", "custom"), supervision=supervision,
                       seed=seed, warmup=stages.horizons, coarse_iters=stages.coarse_iters,
                       blur=blur, tol=tol, frame_range=list(stages.range),
-                      stage_contact=stage_contact),
+                      stage_contact=stage_contact, fit=list(kinds)),
     )
+    if nuisance is not None:
+        result.nuisance = nuisance.report()
+        result.background = nuisance.background
+        result.render = nuisance.render
     result.warnings = _warnings(result, stages, iters)
     if contact_note:
         result.warnings.append(contact_note)
-    result.stages = fit.stage_log + [dict(stages.stage_of(max(run.iterations - 1, 0)),
+    result.stages = job.stage_log + [dict(stages.stage_of(max(run.iterations - 1, 0)),
                                           end_iteration=run.iterations,
                                           params=plain_values(result.params))]
-    flight = next((s for s in fit.stage_log if stage_contact and contact_note is None
+    flight = next((s for s in job.stage_log if stage_contact and contact_note is None
                    and s["end_iteration"] == stage_contact), None)
     if flight is not None:
         result.warnings += _contact_pull(flight, result.stages[-1])
     if uncertainty:
-        result.uncertainty = local_uncertainty(fit)
+        result.uncertainty = local_uncertainty(job)
         result.warnings += result.uncertainty.get("warnings", [])
     # one more evaluation, after the uncertainty: benchmarks/profile_estimation.py counts
     # the iterations' share of the time up to the uncertainty
-    result.loss = fit.final_loss()
+    result.loss = job.final_loss()
     if run.stopped:
         raise EstimationError(run.message, result)
     return result
@@ -492,6 +529,7 @@ def write_report(path, scene: Scene, result: EstimationResult, settings: dict | 
             "loss": result.loss, "stages": result.stages,
             **({"restarts": result.restarts, "spread": result.spread} if result.restarts
                else {}),
+            **({"nuisance": result.nuisance} if result.nuisance else {}),
             "loss_history": [h["loss"] for h in result.history], "history": result.history,
             "iterations": result.iterations, "seconds": result.seconds}
     return _write_report(path, body, {**result.settings, **(settings or {})})
@@ -503,19 +541,23 @@ def write_outputs(out_dir, scene: Scene, result: EstimationResult, target,
     :func:`write_report`), ``loss.png`` (the loss and every parameter per iteration, the
     truth dashed) and ``compare.mp4`` / ``compare.gif`` at the scene's frame rate (target |
     estimate | difference | initial guess, labelled; pixels also for a 3D-supervised
-    run). Returns ``{kind: path}``."""
+    run); with a fitted background, ``background.png``. Returns ``{kind: path}``."""
     report = write_report(Path(out_dir) / "report.json", scene, result, settings)
+    extra = {}
+    if result.background is not None:
+        extra["background"] = save_image(Path(out_dir) / "background.png", result.background)
     plot = plot_history(Path(out_dir) / "loss.png", result.history, result.true,
                         title=scene.name)
     dtype = runtime.torch_dtype()
     with torch.no_grad():
-        video, initial = (scene.render(scene.simulate(
+        video, initial = (render(scene.simulate(
             {n: torch.as_tensor(v, dtype=dtype, device=runtime.torch_device())
              for n, v in values.items()}))
-            for values in (result.params, result.init))
+            for values, render in ((result.params, result.render or scene.render),
+                                   (result.init, scene.render)))
         pixels = target if result.settings.get("supervision") != "3d" else render_target(scene)
     mp4, gif = save_compare_videos(out_dir, pixels, video, fps=scene.fps, initial=initial)
-    return {"report": report, "plot": plot, "video": mp4, "gif": gif}
+    return {"report": report, "plot": plot, "video": mp4, "gif": gif, **extra}
 
 
 def estimate_into(out_dir, scene: Scene, target=None, settings: dict | None = None,

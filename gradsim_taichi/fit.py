@@ -13,13 +13,17 @@ import torch
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import StateError
 from gradsim_taichi.objectives import blur_frames, needs_mask
-from gradsim_taichi.optimisers import Optimiser
+from gradsim_taichi.optimisers import LevenbergMarquardt, Optimiser
 from gradsim_taichi.reports import jsonable
 
 # estimate(tol=...): iterations in a row within the tolerance before stopping early (an
 # L-BFGS step whose line search failed moves nothing once, then restarts its memory and
 # moves again unless it is at the minimum)
 CONVERGED_PATIENCE = 2
+# Levenberg-Marquardt iterations of the nuisance calibration on the first frame
+# (Fit.calibrate), and its largest change of any value per step (radians, metres, ...)
+CALIBRATION_ITERS = 30
+CALIBRATION_STEP = 0.1
 
 
 def plain_values(params: dict) -> dict:
@@ -36,7 +40,7 @@ class Fit:
     kept = "estimate"
 
     def __init__(self, scene, target, names, init, optimizer, lr, iters, stages, blur,
-                 supervision, loss_fn, tol):
+                 supervision, loss_fn, tol, nuisance=None):
         self.name = f"estimate {scene.name}"
         self.scene, self.target, self.names, self.init = scene, target, names, init
         self.stages, self.blur, self.supervision = stages, blur, supervision
@@ -48,7 +52,10 @@ class Fit:
         self.specs = {n: scene.params[n] for n in names}
         self.compared = blur_frames(target, blur)
         self.u = {n: _to_param(self.specs[n], init[n]) for n in names}
-        self.opt = Optimiser(optimizer, list(self.u.values()), lr, iters)
+        # camera, background, appearance (gradsim_taichi.nuisance), learned alongside
+        self.nuisance = nuisance
+        self.learned = {**self.u, **(nuisance.params if nuisance is not None else {})}
+        self.opt = Optimiser(optimizer, list(self.learned.values()), lr, iters)
         # The loss is divided by its first value in each stage: L-BFGS's curvature test
         # uses an absolute threshold (1e-10) that tiny pixel losses would never pass.
         self.scale = None
@@ -82,7 +89,8 @@ class Fit:
             return None
         if self.supervision == "3d":
             return self.scene.tracked_positions(out)[frame_ids]
-        pred = self.scene.render(out, frame_ids, coverage=self.with_mask)
+        render = self.scene.render if self.nuisance is None else self.nuisance.render
+        pred = render(out, frame_ids, coverage=self.with_mask)
         return pred[..., :3] if self.target.shape[-1] == 3 else pred
 
     def raw_residuals(self):
@@ -112,7 +120,7 @@ class Fit:
             penalty = 1e6 / self.scale if self.scale is not None else 1e6
             # (zero gradient through the optimised tensors, which stay finite: exp() of
             # them may not be)
-            return sum(t.sum() for t in self.u.values()) * 0.0 + penalty
+            return sum(t.sum() for t in self.learned.values()) * 0.0 + penalty
         self._note(pred)
         return self.loss_fn(blur_frames(pred, self.blur), self.compared[frame_ids])
 
@@ -126,7 +134,7 @@ class Fit:
             return float(self.loss_fn(blur_frames(pred, self.blur), self.compared[ids]))
 
     def closure(self):
-        for t in self.u.values():
+        for t in self.learned.values():
             t.grad = None
         value = self.objective()
         if self.scale is None:
@@ -151,6 +159,48 @@ class Fit:
         if self.scale is None:
             self.scale = 1.0 / max(float((r * r).mean()), 1e-300)
         return r * math.sqrt(self.scale)
+
+    def calibrate(self, iters: int = CALIBRATION_ITERS) -> dict | None:
+        """Fit the learned nuisance parameters (camera, appearance) alone to the first
+        frame, which the physical parameters do not change (the initial state): the
+        camera and the light are found from the scene as it stands, before the
+        trajectory can trade them against the physics. Returns the stage's record (or
+        None when there is nothing to calibrate)."""
+        tensors = self.nuisance.tensors() if self.nuisance is not None else []
+        if not tensors or self.supervision == "3d":
+            return None
+        ids = torch.tensor([0])
+        target = self.compared[ids]
+
+        def residual():
+            with torch.no_grad():
+                pred = self.predict(ids)
+            return None if pred is None else (blur_frames(pred, self.blur) - target).reshape(-1)
+
+        # Levenberg-Marquardt: camera rotation and translation trade against each other
+        # (a valley L-BFGS crawls along); a one-frame Jacobian costs one frame per column
+        lm = LevenbergMarquardt(tensors, max_step=CALIBRATION_STEP, tolerance=1e-30)
+        r0 = residual()
+        if r0 is None:
+            raise ValueError("the model is undefined at the initial guess")
+        before = float((r0 * r0).mean())
+        last, still = before, 0
+        for k in range(iters):
+            value = float(lm.step(residual))  # the loss where the step started
+            if not math.isfinite(value):
+                break
+            # (a step that found no descent leaves the values as they were: try again,
+            # more damped, twice)
+            still = still + 1 if k and abs(last - value) <= 1e-12 * before else 0
+            if still >= 3:
+                break
+            last = value
+        r1 = residual()
+        after = float((r1 * r1).mean()) if r1 is not None else math.inf
+        return {"stage": "calibration (frame 0, nuisance parameters only)",
+                "first_frame": 0, "last_frame": 0, "end_iteration": 0,
+                "loss_before": before, "loss_after": after,
+                "params": plain_values(self.values()), "nuisance": self.nuisance.report()}
 
     # ---- the run loop's interface ---------------------------------------------------------
     def step(self, it):
@@ -183,7 +233,7 @@ class Fit:
         return self.stages.starts_new_objective(it)
 
     def _track_change(self, before, normalised_loss):
-        moved = max(float(((self.u[n].detach() - b).abs() / b.abs().clamp(min=1.0)).max())
+        moved = max(float(((self.learned[n].detach() - b).abs() / b.abs().clamp(min=1.0)).max())
                     for n, b in before.items())
         same_loss = (self.last_loss is not None
                      and abs(normalised_loss - self.last_loss) <= self.tol)
@@ -202,11 +252,11 @@ class Fit:
                 "for the substeps that the explicit integrator blows up (more substeps)")
 
     def snapshot(self):
-        return {n: t.detach().clone() for n, t in self.u.items()}
+        return {n: t.detach().clone() for n, t in self.learned.items()}
 
     def restore(self, snapshot):
         with torch.no_grad():
-            for n, t in self.u.items():
+            for n, t in self.learned.items():
                 t.copy_(snapshot[n])
 
     def state_dict(self):
@@ -218,8 +268,11 @@ class Fit:
             saved = state.get("names") if isinstance(state, dict) else None
             raise StateError(f"it was saved for parameters {saved}, not {self.names}")
         run_loop.check_saved_tensors(state["u"])
-        shapes = {n: tuple(state["u"][n].shape) for n in self.names}
-        if any(shapes[n] != tuple(self.u[n].shape) for n in self.names):
+        if set(state["u"]) != set(self.learned):
+            raise StateError(f"it learned {sorted(state['u'])}, this run learns "
+                             f"{sorted(self.learned)} (another --fit?)")
+        shapes = {n: tuple(state["u"][n].shape) for n in self.learned}
+        if any(shapes[n] != tuple(t.shape) for n, t in self.learned.items()):
             raise StateError(f"its parameter shapes {shapes} do not fit this scene")
         self.restore(state["u"])
         self.opt.load_state_dict(state["optimizer"])

@@ -123,6 +123,16 @@ def _label_row(widths, labels, gap: int) -> np.ndarray:
     return np.asarray(img, dtype=np.float64) / 255.0
 
 
+def save_image(path, image) -> Path:
+    """An RGB image ``[H, W, 3]`` in [0, 1] as a PNG."""
+    import imageio.v3 as iio
+
+    img = (np.clip(_numpy(image)[..., :3], 0.0, 1.0) * 255 + 0.5).astype(np.uint8)
+    with atomic_path(path) as tmp:
+        iio.imwrite(tmp, img)
+    return Path(path)
+
+
 def save_videos(out_dir, stem: str, frames, fps: float = 30) -> list[Path]:
     """``STEM.mp4`` and ``STEM.gif`` in ``out_dir``."""
     from gradsim_taichi.render.video import save_video

@@ -53,7 +53,8 @@ def pack_geometry(xy: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     return torch.cat([xy.reshape(F, T, 6), z], -1).contiguous()
 
 
-def _ensure_tex(tex, texsize, device):
+def ensure_texture(tex, texsize, device):
+    """``(tex, texsize)``, or a 1x1 white texture when there is none (kernels need one)."""
     if tex is None or tex.numel() == 0:
         dt = runtime.torch_dtype()
         return (torch.ones(1, 1, 1, 3, dtype=dt, device=device),
@@ -118,7 +119,7 @@ class SoftRasterFunction(torch.autograd.Function):
         geom = pack_geometry(xy.detach(), z.detach())
         col = col.detach().contiguous()
         tex_in = tex
-        tex, texsize = _ensure_tex(None if tex is None else tex.detach().contiguous(), texsize,
+        tex, texsize = ensure_texture(None if tex is None else tex.detach().contiguous(), texsize,
                                    geom.device)
         bg = bg.detach().contiguous()
         bins = bins_for(geom, st, math.sqrt(st.d2max))

@@ -3,7 +3,9 @@
 Projection and shading run in torch (so camera pose, lights, colours and textures get
 gradients from autograd), the per-pixel soft rasterization in Taichi
 (:class:`.bridge.SoftRasterFunction`). ``mode="hard"`` z-buffers in Taichi and shades the
-visible face per pixel in torch (gradients to appearance, none through silhouettes).
+visible face per pixel in torch (gradients to appearance, none through silhouettes);
+``mode="antialias"`` adds analytic edge anti-aliasing to that (:mod:`.antialias`): the
+image an ordinary renderer makes, with gradients through silhouette and occlusion edges.
 """
 
 from __future__ import annotations
@@ -11,10 +13,20 @@ from __future__ import annotations
 import torch
 
 from gradsim_taichi import runtime
+from gradsim_taichi.render import soft_raster as K
+from gradsim_taichi.render.antialias import antialias, face_neighbours
 from gradsim_taichi.render.camera import Camera
-from gradsim_taichi.render.raster_autograd import RasterSettings, SoftRasterFunction, hard_face_ids
+from gradsim_taichi.render.raster_autograd import (
+    RasterSettings,
+    SoftRasterFunction,
+    ensure_texture,
+    hard_face_ids,
+    pack_geometry,
+)
 from gradsim_taichi.render.shading import Mesh, _tensor, default_lights, shade
 from gradsim_taichi.render.texture import sample_bilinear, stack_textures
+
+MODES = ("soft", "hard", "antialias")
 
 
 class SoftRasterizer:
@@ -36,8 +48,13 @@ class SoftRasterizer:
             leaves the tail's reach; 1e-2 over a 10 m depth range with a 1e-30 cutoff
             keeps those jumps below 1e-15, at the cost of a wider reach.
         background: RGB colour ``[3]`` or image ``[H, W, 3]`` (may require grad).
-        mode: ``"soft"`` (differentiable everywhere) or ``"hard"`` (z-buffer, alpha in
-            {0, 1}; gradients only to appearance and interpolation).
+        mode: ``"soft"`` (SoftRas: differentiable everywhere, but the depth softmax
+            blends hidden faces' colours into the visible ones and blurs edges),
+            ``"hard"`` (z-buffer, alpha in {0, 1}; gradients only to appearance and
+            interpolation) or ``"antialias"`` (the hard image with analytic edge
+            anti-aliasing: the nearest surface wins, edges are anti-aliased, and
+            gradients reach vertex positions through silhouette and occlusion edges;
+            ``sigma``, ``gamma``, ``eps`` and ``threshold`` are not used).
         eps: normalised depth of the background in the softmax.
         threshold: coverage below which a face is skipped at a pixel (sets the reach of
             each triangle's screen box).
@@ -73,8 +90,8 @@ class SoftRasterizer:
         if not self.meshes or not all(isinstance(m, Mesh) for m in self.meshes):
             raise TypeError("meshes must be a Mesh or a non-empty list of Mesh")
         self.lights = default_lights() if lights is None else list(lights)
-        if mode not in ("soft", "hard"):
-            raise ValueError(f"mode must be 'soft' or 'hard', got {mode!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not sigma > 0 or not gamma > 0:
             raise ValueError(f"sigma and gamma must be positive, got {sigma}, {gamma}")
         if not 0 < threshold < 0.5:
@@ -103,6 +120,17 @@ class SoftRasterizer:
         if tuple(bg.shape) != (H, W, 3):
             raise ValueError(f"background must be [3] or [{H}, {W}, 3], got {tuple(bg.shape)}")
         return bg
+
+    def neighbours(self) -> torch.Tensor:
+        """``[T, 3]`` face adjacency over all meshes (packed as rendered), for the
+        anti-aliasing's walk to the silhouette; computed once."""
+        if getattr(self, "_neighbours", None) is None:
+            faces, offset = [], 0
+            for m in self.meshes:
+                faces.append(m.faces + offset)
+                offset += int(m.faces.max()) + 1
+            self._neighbours = face_neighbours(torch.cat(faces))
+        return self._neighbours
 
     def _vertices(self, vertices) -> tuple[list[torch.Tensor], int, bool]:
         if isinstance(vertices, torch.Tensor):
@@ -190,43 +218,62 @@ class SoftRasterizer:
                 p["texsize"], st, p["face_grad"],
             )  # fmt: skip
         else:
-            out = hard_shade(p, hard_face_ids(p["xy"], p["z"], st), st)
+            ids = hard_face_ids(p["xy"], p["z"], st)
+            out = hard_shade(p, ids, st)
+            if self.mode == "antialias":
+                out = antialias(out, ids, p["xy"], p["z"], self.neighbours().to(ids.device))
         return out[0] if single else out
 
 
 def hard_shade(p: dict, face_id: torch.Tensor, st: RasterSettings) -> torch.Tensor:
-    """Colour of the visible face at each pixel (torch, differentiable in appearance)."""
+    """Colour of the visible face at each pixel, differentiable in appearance.
+
+    Every pixel is shaded by a Taichi kernel (no gradients); the pixels of faces that
+    need gradients (``p["face_grad"]``) are shaded again in torch, so that an
+    estimation's autograd graph holds only the pixels of what it learns."""
     F, H, W = face_id.shape
     hit = face_id >= 0
-    fid = face_id.clamp_min(0)
-    dev = face_id.device
-    frame = torch.arange(F, device=dev)[:, None, None].expand(F, H, W)
-    xy = p["xy"][frame, fid]  # [F, H, W, 3, 2]
-    z = p["z"][frame, fid]  # [F, H, W, 3]
-    col = p["col"][frame, fid]  # [F, H, W, 18]
+    geom = pack_geometry(p["xy"].detach(), p["z"].detach())
+    tex, texsize = ensure_texture(p["tex"], p["texsize"], geom.device)
+    rgb = p["bg"].detach().expand(F, H, W, 3).contiguous()
+    K.hard_colours(geom, p["col"].detach().contiguous(), p["uv"].detach().contiguous(),
+                   p["texid"], tex.detach().contiguous(), texsize,
+                   face_id.to(torch.int32).contiguous(), rgb)
+    bg = p["bg"]
+    if torch.is_grad_enabled() and bg.requires_grad:  # a learned background
+        rgb = torch.where(hit[..., None], rgb, bg.expand(F, H, W, 3))
+    learn = hit & (p["face_grad"][face_id.clamp_min(0)] != 0)
+    idx = torch.nonzero(learn.reshape(-1), as_tuple=True)[0]
+    if torch.is_grad_enabled() and idx.numel():
+        rgb = rgb.reshape(F * H * W, 3).index_put(
+            (idx,), _shade_pixels(p, face_id.reshape(-1)[idx], idx, H, W)).reshape(F, H, W, 3)
+    return torch.cat([rgb, hit[..., None].to(rgb.dtype)], -1)
+
+
+def _shade_pixels(p: dict, fid: torch.Tensor, idx: torch.Tensor, H: int, W: int
+                  ) -> torch.Tensor:
+    """Colours ``[N, 3]`` of faces ``fid [N]`` at the centres of the flat pixels ``idx``
+    (perspective-correct interpolation of the corner colours and texture coordinates)."""
+    frame, ij = idx // (H * W), idx % (H * W)
+    xy = p["xy"][frame, fid]  # [N, 3, 2]
+    z = p["z"][frame, fid]  # [N, 3]
+    col = p["col"][frame, fid]  # [N, 18]
     scale = 2.0 / H
-    ii, jj = torch.meshgrid(torch.arange(H, device=dev), torch.arange(W, device=dev),
-                            indexing="ij")
-    px = ((jj + 0.5) * scale).to(z.dtype)[None]
-    py = ((ii + 0.5) * scale).to(z.dtype)[None]
+    # pixel centres in the positions' dtype (int + 0.5 would be float32)
+    px = ((ij % W).to(z.dtype) + 0.5) * scale
+    py = ((ij // W).to(z.dtype) + 0.5) * scale
     xs, ys = xy[..., 0], xy[..., 1]
     n = []
     for k in range(3):
         k1, k2 = (k + 1) % 3, (k + 2) % 3
-        n.append((xs[..., k1] - px) * (ys[..., k2] - py) - (ys[..., k1] - py) * (xs[..., k2] - px))
+        n.append((xs[:, k1] - px) * (ys[:, k2] - py) - (ys[:, k1] - py) * (xs[:, k2] - px))
     n = torch.stack(n, -1)
-    area = n.sum(-1, keepdim=True)
-    area = torch.where(hit[..., None], area, torch.ones_like(area))
-    zz = torch.where(hit[..., None], z, torch.ones_like(z))
-    w = (n / area).clamp(0.0, 1.0)
-    q = w / zz
+    w = (n / n.sum(-1, keepdim=True)).clamp(0.0, 1.0)
+    q = w / z
     b = q / q.sum(-1, keepdim=True).clamp_min(1e-300)
-    uv = p["uv"][fid].reshape(F, H, W, 3, 2)
+    uv = p["uv"][fid].reshape(-1, 3, 2)
     uvp = (b[..., None] * uv).sum(-2)
-    texid = torch.where(hit, p["texid"][fid], torch.full_like(fid, -1, dtype=torch.int32))
-    Tx = sample_bilinear(p["tex"], p["texsize"], texid, uvp[..., 0], uvp[..., 1])
-    M = col[..., 0:9].reshape(F, H, W, 3, 3)
-    A = col[..., 9:18].reshape(F, H, W, 3, 3)
-    C = (b[..., None] * M).sum(-2) * Tx + (b[..., None] * A).sum(-2)
-    rgb = torch.where(hit[..., None], C, p["bg"][None].expand(F, H, W, 3))
-    return torch.cat([rgb, hit[..., None].to(rgb.dtype)], -1)
+    Tx = sample_bilinear(p["tex"], p["texsize"], p["texid"][fid], uvp[:, 0], uvp[:, 1])
+    M = col[:, 0:9].reshape(-1, 3, 3)
+    A = col[:, 9:18].reshape(-1, 3, 3)
+    return (b[..., None] * M).sum(-2) * Tx + (b[..., None] * A).sum(-2)

@@ -458,3 +458,39 @@ def hard_zbuffer(
                         if zp >= near and zp < zbuf[f, i, j]:
                             zbuf[f, i, j] = zp
                             face_id[f, i, j] = t
+
+
+@ti.kernel
+def hard_colours(
+    geom: NDA,
+    col: NDA,
+    uv: NDA,
+    texid: NDA,
+    tex: NDA,
+    texsize: NDA,
+    face_id: NDA,
+    rgb: NDA,
+):
+    """Colour of face ``face_id[f, i, j]`` at each covered pixel centre (the hard image's
+    shading, without gradients); pixels with no face are left as they are."""
+    H = face_id.shape[1]
+    scale = 2.0 / H
+    for f, i, j in ti.ndrange(face_id.shape[0], H, face_id.shape[2]):
+        t = face_id[f, i, j]
+        if t >= 0:
+            px = (j + 0.5) * scale
+            py = (i + 0.5) * scale
+            x0 = geom[f, t, 0]
+            y0 = geom[f, t, 1]
+            x1 = geom[f, t, 2]
+            y1 = geom[f, t, 3]
+            x2 = geom[f, t, 4]
+            y2 = geom[f, t, 5]
+            n0 = _cross2(x1 - px, y1 - py, x2 - px, y2 - py)
+            n1 = _cross2(x2 - px, y2 - py, x0 - px, y0 - py)
+            n2 = _cross2(x0 - px, y0 - py, x1 - px, y1 - py)
+            area = n0 + n1 + n2
+            w = ti.Vector([n0, n1, n2]) / area
+            C = _shade(geom, col, uv, texid, tex, texsize, f, t, w)[0]
+            for c in ti.static(range(3)):
+                rgb[f, i, j, c] = C[c]

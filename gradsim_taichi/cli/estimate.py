@@ -82,6 +82,17 @@ def add_estimate_parser(sub, help_line: str) -> None:
                    help="K estimations from guesses drawn with seeds SEED..SEED+K-1: the "
                         "lowest loss is reported, all are recorded, and a warning says "
                         "when they disagree")
+    p.add_argument("--fit", default=None, metavar="KINDS",
+                   help="nuisance parameters learned with the physical ones, comma-separated: "
+                        "camera (a small pose correction), background (a static image behind "
+                        "the objects instead of the stage: solved per pixel, or "
+                        "--background-plate), appearance (object albedo, ambient and "
+                        "directional light)")
+    p.add_argument("--render", choices=["soft", "antialias"], default=None,
+                   help="the model's image: antialias (the nearest surface wins, edges "
+                        "anti-aliased, like an ordinary renderer or a camera; the default "
+                        "with --target) or soft (SoftRas blending; the default for a preset's "
+                        "own target)")
     add_scene_args(p)
     add_run_args(p, "results/SCENE")
     p.set_defaults(func=cmd_estimate)
@@ -101,7 +112,16 @@ def cmd_estimate(args) -> int:
         raise CLIError("give --mask or --background-plate, not both")
     if (args.key_threshold is not None or args.ignore_shadows) and not args.background_plate:
         raise CLIError("--key-threshold and --ignore-shadows go with --background-plate")
-    loss = args.loss or ("masked" if args.mask or args.background_plate else "mse")
+    from gradsim_taichi.nuisance import parse_fit
+
+    try:
+        fit = parse_fit(args.fit)
+    except ValueError as e:
+        raise CLIError(f"--fit: {e}") from None
+    # with --fit background a plate is the background itself, not a source of masks
+    plate_as_background = "background" in fit and args.background_plate is not None
+    keyed = args.background_plate is not None and not plate_as_background
+    loss = args.loss or ("masked" if args.mask or keyed else "mse")
     loss_fn = loss
     if args.silhouette_weight is not None:
         from gradsim_taichi.objectives import masked_loss
@@ -144,6 +164,10 @@ def cmd_estimate(args) -> int:
             target_video = load_video(args.target)
         except (FileNotFoundError, ValueError) as e:
             raise CLIError(str(e)) from None
+    if fit and args.supervision == "3d":
+        raise CLIError("--fit learns image nuisances; 3D supervision has no image")
+    scene.render_mode = args.render or ("antialias" if args.target is not None
+                                        else scene.render_mode)
     mask_source = _load_mask_source(args)
     out = output_dir(args.out or f"results/{args.scene}")
     from gradsim_taichi.run_loop import locked
@@ -157,7 +181,8 @@ def cmd_estimate(args) -> int:
                         shape=getattr(scene, "shape", None), mask=args.mask,
                         background_plate=args.background_plate,
                         silhouette_weight=args.silhouette_weight,
-                        mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows)
+                        mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows,
+                        render=scene.render_mode)
         if args.scene_file is not None:
             settings["scene_file"] = args.scene_file
         scene.ensure_built()
@@ -175,7 +200,8 @@ def cmd_estimate(args) -> int:
                 resume=args.resume, progress=not args.quiet,
                 true=truth if args.target is not None else None,
                 loss=loss_fn, mask=mask, frame_range=frame_range,
-                stage_contact=stage_contact, restarts=args.restarts)
+                stage_contact=stage_contact, restarts=args.restarts, fit=fit or None,
+                background=mask_source[0, ..., :3] if plate_as_background else None)
         except ValueError as e:
             raise CLIError(str(e)) from None
         status = 0

@@ -107,6 +107,10 @@ class Scene:
     sigma: float = 1e-4
     gamma: float = 1e-2
     threshold: float = 1e-30
+    # "soft" (the presets' own targets: smooth everywhere) or "antialias" (the nearest
+    # surface wins, edges anti-aliased: what an ordinary renderer or a camera shows;
+    # estimate --target uses it). See SoftRasterizer's ``mode``.
+    render_mode: str = "soft"
     near: float = 0.1
     far: float = 10.0
     params: dict[str, ParamSpec] = field(default_factory=dict)
@@ -181,7 +185,8 @@ class Scene:
                         "crossing it are not drawn. Keep the stage in front of the camera "
                         "(e.g. ground_part(extent=...) with z1 short of it)")
         self.renderer = SoftRasterizer(self.camera, [p.mesh for p in self.parts],
-                                       sigma=self.sigma, gamma=self.gamma,
+                                       mode=self.render_mode, sigma=self.sigma,
+                                       gamma=self.gamma,
                                        threshold=self.threshold,
                                        background=torch.tensor(
                                            self.background, dtype=runtime.torch_dtype(),
@@ -190,7 +195,8 @@ class Scene:
         # (alpha), which the full render's alpha is not (the stage covers every pixel)
         objects = [p.mesh for p in self.parts if p.static_vertices is None]
         self.coverage_renderer = SoftRasterizer(
-            self.camera, objects, lights=[], sigma=self.sigma, gamma=self.gamma,
+            self.camera, objects, lights=[], mode=self.render_mode, sigma=self.sigma,
+            gamma=self.gamma,
             threshold=self.threshold) if objects else None
         self._generation = runtime.generation()
 
@@ -235,26 +241,37 @@ class Scene:
                 out.append(x if part.vertex_ids is None else x[:, torch.as_tensor(part.vertex_ids)])
         return out
 
+    def posed_vertices(self, outputs, frame_ids=None) -> list[torch.Tensor]:
+        """Per render part, vertex positions ``[F', V_k, 3]`` of the chosen frames
+        (default all; fixed parts repeated)."""
+        verts = self.vertices(outputs)
+        if frame_ids is not None:
+            idx = torch.as_tensor(frame_ids)
+            verts = [v[idx] if v.ndim == 3 else v for v in verts]
+        F = next((v.shape[0] for v in verts if v.ndim == 3), 1)
+        return [v if v.ndim == 3 else v[None].expand(F, -1, -1) for v in verts]
+
     def render(self, outputs, frame_ids=None, coverage: bool = False) -> torch.Tensor:
         """RGBA frames ``[F', H, W, 4]`` of the chosen frames (default all). The alpha of
         the full render is ~1 everywhere (the stage covers the image); ``coverage=True``
         puts the soft coverage of the simulated objects alone there instead (the ground
         and backdrop excluded; occlusion by them ignored): what the mask losses compare
         with a target mask."""
-        verts = self.vertices(outputs)
-        if frame_ids is not None:
-            idx = torch.as_tensor(frame_ids)
-            verts = [v[idx] if v.ndim == 3 else v for v in verts]
-        F = next((v.shape[0] for v in verts if v.ndim == 3), 1)
-        verts = [v if v.ndim == 3 else v[None].expand(F, -1, -1) for v in verts]
-        frames = self.renderer(verts)
+        return self.render_with(self.renderer, self.coverage_renderer,
+                                self.posed_vertices(outputs, frame_ids), coverage)
+
+    def render_with(self, renderer, coverage_renderer, verts, coverage: bool
+                    ) -> torch.Tensor:
+        """:meth:`render` with these renderers (all parts; the simulated parts alone,
+        unlit, for the coverage) and posed vertices."""
+        frames = renderer(verts)
         if not coverage:
             return frames
         moving = [v for v, p in zip(verts, self.parts) if p.static_vertices is None]
-        if self.coverage_renderer is None:
+        if coverage_renderer is None:
             alpha = torch.zeros_like(frames[..., 3])
         else:
-            alpha = self.coverage_renderer(moving)[..., 3]
+            alpha = coverage_renderer(moving)[..., 3]
         return torch.cat([frames[..., :3], alpha[..., None]], -1)
 
     def render_backdrop(self) -> torch.Tensor:
@@ -269,7 +286,7 @@ class Scene:
                               torch.zeros(self.height, self.width, 1, dtype=bg.dtype)], -1)
         r = self.renderer
         plate = SoftRasterizer(self.camera, [m for m, _ in static], lights=r.lights,
-                               sigma=r.sigma, gamma=r.gamma, threshold=r.threshold,
+                               mode=r.mode, sigma=r.sigma, gamma=r.gamma, threshold=r.threshold,
                                background=r.background, eps=r.eps)
         return plate([v for _, v in static])
 

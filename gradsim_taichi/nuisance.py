@@ -1,0 +1,231 @@
+"""Nuisance parameters fitted jointly with the physics: ``estimate(fit=...)``, ``--fit``.
+
+A video the engine did not make differs from the model's image in ways that have
+nothing to do with the physics: the camera is not quite where the scene file says, the
+backdrop has shadows, bounce light and texture the stage cannot draw, the object's
+colour and the light are not the ones declared. Each kind below adds named parameters
+that the optimiser learns together with the physical ones; none changes the simulation.
+
+- ``camera``: a small pose correction, ``camera_rotation`` (an axis-angle vector, radians,
+  applied to the camera frame) and ``camera_translation`` (metres, in the camera frame),
+  both starting at zero: ``R = exp([w]x) R0``, ``t = exp([w]x) t0 + d``. The intrinsics
+  are kept.
+- ``background``: the stage is not drawn; the objects are composited over a static
+  background image, ``image = objects + (1 - coverage) * background``. Given a plate
+  (``estimate(background=...)``, the CLI's ``--background-plate``) the background is
+  that image; otherwise it is solved per pixel at every evaluation, in closed form, as
+  the least-squares fit of the compared frames where the objects leave the pixel
+  uncovered (variable projection: it costs no optimiser dimension and follows the
+  physics exactly), pulled weakly towards the video's per-pixel temporal median where
+  they never do.
+- ``appearance``: ``albedo_gain`` (RGB factors on the simulated objects' albedo, from 1),
+  ``ambient`` and ``light_intensity`` (the scene's ambient and directional light, from
+  their declared values) and ``light_direction`` (two offsets of the directional light's
+  direction across itself, from 0).
+
+The uncertainty reported at the end is that of the physical parameters with the
+nuisance ones held at their estimates.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from gradsim_taichi import runtime
+from gradsim_taichi.render import AmbientLight, Camera, DirectionalLight, SoftRasterizer
+
+KINDS = ("camera", "background", "appearance")
+
+# weight (in frames) of the temporal median in the background's least-squares solve
+BACKGROUND_PRIOR = 1e-2
+
+
+def parse_fit(fit) -> tuple:
+    """``fit`` (None, ``"camera,background"`` or a list of names) as a tuple in
+    :data:`KINDS` order; a ValueError naming an unknown kind."""
+    if fit is None:
+        return ()
+    names = [s.strip() for s in fit.split(",")] if isinstance(fit, str) else list(fit)
+    names = [n for n in names if n]
+    unknown = [n for n in names if n not in KINDS]
+    if unknown:
+        raise ValueError(f"unknown kind {unknown[0]!r}; choose from {', '.join(KINDS)} "
+                         "(comma-separated)")
+    return tuple(k for k in KINDS if k in names)
+
+
+def _rotation(w: torch.Tensor) -> torch.Tensor:
+    """``exp([w]x)``: the rotation by the axis-angle vector ``w`` (smooth at 0)."""
+    z = torch.zeros((), dtype=w.dtype, device=w.device)
+    K = torch.stack([torch.stack([z, -w[2], w[1]]), torch.stack([w[2], z, -w[0]]),
+                     torch.stack([-w[1], w[0], z])])
+    return torch.linalg.matrix_exp(K)
+
+
+def _tinted(mesh, gain: torch.Tensor):
+    """A copy of ``mesh`` whose albedo is multiplied by ``gain [3]``."""
+    m = copy.copy(mesh)
+    if m.vertex_colors is not None:
+        m.vertex_colors = m.vertex_colors.to(gain) * gain
+    elif m.face_colors is not None:
+        m.face_colors = m.face_colors.to(gain) * gain
+    m.color = m.color.to(gain) * gain
+    return m
+
+
+class Nuisance:
+    """The nuisance parameters of one estimation and the render that uses them.
+
+    Args:
+        scene: a built :class:`~gradsim_taichi.scenes.Scene`.
+        kinds: a subset of :data:`KINDS` (see :func:`parse_fit`).
+        target: the target video ``[F + 1, H, W, 3|4]`` (the background's median and
+            least-squares data).
+        background: a fixed background image ``[H, W, 3]`` (a plate of the empty stage)
+            instead of the solved one.
+    """
+
+    def __init__(self, scene, kinds, target: torch.Tensor, background=None):
+        self.scene, self.kinds = scene, tuple(kinds)
+        dt, dev = runtime.torch_dtype(), runtime.torch_device()
+        self.params: dict[str, torch.Tensor] = {}
+
+        def learned(value):
+            return torch.as_tensor(value, dtype=dt, device=dev).clone().requires_grad_(True)
+
+        if "camera" in self.kinds:
+            self.params["camera_rotation"] = learned([0.0, 0.0, 0.0])
+            self.params["camera_translation"] = learned([0.0, 0.0, 0.0])
+        lights = scene.renderer.lights
+        self.ambient = next((lt for lt in lights if isinstance(lt, AmbientLight)), None)
+        self.sun = next((lt for lt in lights if isinstance(lt, DirectionalLight)), None)
+        if "appearance" in self.kinds:
+            if self.ambient is None or self.sun is None:
+                raise ValueError("fit 'appearance' needs a scene lit by an ambient and a "
+                                 "directional light")
+            self.params["albedo_gain"] = learned([1.0, 1.0, 1.0])
+            self.params["ambient"] = learned(float(self.ambient.intensity))
+            self.params["light_intensity"] = learned(float(self.sun.intensity))
+            self.params["light_direction"] = learned([0.0, 0.0])
+        self.target = target[..., :3]
+        self.plate = None
+        self.background = None  # the last background used (for the report)
+        if "background" in self.kinds:
+            if background is not None:
+                bg = torch.as_tensor(background, dtype=dt, device=dev)
+                want = (scene.height, scene.width, 3)
+                if tuple(bg.shape) != want:
+                    raise ValueError(f"background must be {list(want)} (the scene's "
+                                     f"resolution, RGB), got {list(bg.shape)}")
+                self.plate = bg[..., :3]
+            self.median = self.target.median(0).values
+            self.background = self.plate if self.plate is not None else self.median
+
+    def tensors(self) -> list[torch.Tensor]:
+        """The learned tensors (for the optimiser)."""
+        return list(self.params.values())
+
+    def values(self) -> dict[str, torch.Tensor]:
+        return {n: t.detach() for n, t in self.params.items()}
+
+    # ---- the pieces ----------------------------------------------------------------------
+    def camera(self) -> Camera:
+        cam = self.scene.camera
+        if "camera" not in self.kinds:
+            return cam
+        R0, t0 = (x.detach() for x in cam.world_to_camera())
+        dR = _rotation(self.params["camera_rotation"])
+        R = dR @ R0
+        t = dR @ t0 + self.params["camera_translation"]
+        T = torch.cat([torch.cat([R, t[:, None]], 1),
+                       torch.tensor([[0.0, 0.0, 0.0, 1.0]], dtype=R.dtype, device=R.device)])
+        fx, fy, cx, cy = (x.detach() for x in cam.intrinsics())
+        return Camera.from_extrinsic(T, fx, fy, cx, cy, cam.width, cam.height, cam.near,
+                                     cam.far)
+
+    def lights(self) -> list:
+        lights = self.scene.renderer.lights
+        if "appearance" not in self.kinds:
+            return lights
+        d0 = self.sun.direction.detach().to(self.params["ambient"])
+        d0 = d0 / d0.norm()
+        # two unit vectors across the light's direction
+        helper = torch.zeros_like(d0)
+        helper[int(torch.argmin(d0.abs()))] = 1.0
+        e1 = torch.linalg.cross(d0, helper)
+        e1 = e1 / e1.norm()
+        e2 = torch.linalg.cross(d0, e1)
+        off = self.params["light_direction"]
+        direction = d0 + off[0] * e1 + off[1] * e2
+        out = []
+        for lt in lights:
+            if lt is self.ambient:
+                out.append(AmbientLight(self.params["ambient"], lt.color))
+            elif lt is self.sun:
+                out.append(DirectionalLight(direction, self.params["light_intensity"],
+                                            lt.color))
+            else:
+                out.append(lt)
+        return out
+
+    def meshes(self) -> list:
+        parts = self.scene.parts
+        if "appearance" not in self.kinds:
+            return [p.mesh for p in parts]
+        gain = self.params["albedo_gain"]
+        return [_tinted(p.mesh, gain) if p.static_vertices is None else p.mesh for p in parts]
+
+    def _renderer(self, camera, meshes, lights, background):
+        r = self.scene.renderer
+        return SoftRasterizer(camera, meshes, lights=lights, mode=r.mode, sigma=r.sigma,
+                              gamma=r.gamma, threshold=r.threshold, eps=r.eps,
+                              background=background)
+
+    def solve_background(self, rgb0, alpha, frame_ids) -> torch.Tensor:
+        """The background ``[H, W, 3]`` that best explains the compared frames given the
+        objects' premultiplied colour ``rgb0`` and coverage ``alpha`` (or the plate)."""
+        if self.plate is not None:
+            return self.plate
+        w = 1.0 - alpha
+        data = self.target[torch.as_tensor(frame_ids, device=self.target.device)]
+        num = (w * (data - rgb0)).sum(0) + BACKGROUND_PRIOR * self.median
+        bg = num / ((w * w).sum(0) + BACKGROUND_PRIOR)
+        self.background = bg.detach()
+        return bg
+
+    # ---- the render ----------------------------------------------------------------------
+    def render(self, outputs, frame_ids=None, coverage: bool = False) -> torch.Tensor:
+        """:meth:`Scene.render <gradsim_taichi.scenes.Scene.render>` with the nuisance
+        parameters applied."""
+        scene = self.scene
+        if frame_ids is None:
+            frame_ids = torch.arange(scene.frames + 1)
+        verts = scene.posed_vertices(outputs, frame_ids)
+        camera, lights, meshes = self.camera(), self.lights(), self.meshes()
+        moving = [k for k, p in enumerate(scene.parts) if p.static_vertices is None]
+        if "background" not in self.kinds:
+            r = self._renderer(camera, meshes, lights, scene.renderer.background)
+            cov = None
+            if coverage and moving:
+                cov = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
+            return scene.render_with(r, cov, verts, coverage)
+        if not moving:
+            raise ValueError("fit 'background' needs simulated objects to draw over it")
+        r = self._renderer(camera, [meshes[k] for k in moving], lights, (0.0, 0.0, 0.0))
+        out = r([verts[k] for k in moving])
+        alpha = out[..., 3:]
+        rgb = out[..., :3] + (1.0 - alpha) * self.solve_background(out[..., :3], alpha,
+                                                                   frame_ids)
+        return torch.cat([rgb, alpha if coverage else torch.ones_like(alpha)], -1)
+
+    def report(self) -> dict:
+        """JSON-ready estimates (the background as its mean colour; the image itself is
+        :attr:`background`)."""
+        out = {n: t.detach().cpu().tolist() for n, t in self.params.items()}
+        if self.background is not None:
+            out["background"] = {
+                "source": "plate" if self.plate is not None else "solved per pixel",
+                "mean_rgb": self.background.mean((0, 1)).cpu().tolist()}
+        return out
