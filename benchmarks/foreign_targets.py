@@ -635,15 +635,17 @@ def run_estimate(scene, target, seed, kw):
     kw = dict(kw)
     mode = kw.pop("_render_mode", None)
     old = getattr(scene, "render_mode", None)
-    if mode is not None:
+    if mode is not None and mode != old:
         scene.render_mode = mode
+        scene.build()  # the renderers are made at build
     t0 = time.perf_counter()
     try:
         r = estimate(scene, torch.as_tensor(target), seed=seed, progress=False,
                      uncertainty=False, **kw)
     finally:
-        if mode is not None:
+        if mode is not None and mode != old:
             scene.render_mode = old
+            scene.build()
     errs = {n: e["rel_err"] for n, e in r.errors().items()}
     extra = {"init": {n: float(np.mean(v)) for n, v in r.init.items()},
              "iterations": r.iterations, "final_loss": r.loss}
