@@ -623,6 +623,7 @@ def options(case, target, plate, scene, contact):
     }
     if case == "camera":
         out["fit=camera"] = dict(fit="camera") if fit else None
+        out["antialias + fit=camera"] = dict(aa, fit="camera") if aa is not None and fit else None
     return out
 
 
