@@ -620,6 +620,12 @@ def options(case, target, plate, scene, contact):
         "fit=background,appearance": dict(fit="background,appearance") if fit else None,
         "antialias + fit=background,appearance": (
             dict(aa, fit="background,appearance") if aa is not None and fit else None),
+        "antialias + frame_range": (
+            dict(aa, frame_range=(0, contact - 1), warmup=(0, 0))
+            if aa is not None and contact else None),
+        "antialias + fit=background,appearance + frame_range": (
+            dict(aa, fit="background,appearance", frame_range=(0, contact - 1),
+                 warmup=(0, 0)) if aa is not None and fit and contact else None),
     }
     if case == "camera":
         out["fit=camera"] = dict(fit="camera") if fit else None
