@@ -1,0 +1,184 @@
+"""benchmarks/foreign_targets.py: the camera conversions to Mitsuba and PyBullet project
+like our Camera (analytically, and where the engines are installed, by their own
+renders), and the script runs --help without them and exits 2 naming the extra."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+BENCH = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks")
+sys.path.insert(0, BENCH)
+
+import foreign_targets as ft  # noqa: E402
+
+from gradsim_taichi.render import Camera, Mesh, SoftRasterizer  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+# a non-square image and an oblique camera: fov, aspect and look-at all matter
+CAM = dict(eye=(0.3, 0.8, 1.9), target=(-0.1, 0.2, 0.05), fov_y_deg=38.0, width=24,
+           height=16, near=0.1, far=10.0)
+
+
+def ours(cam=CAM):
+    return Camera.look_at(cam["eye"], cam["target"], fov_y_deg=cam["fov_y_deg"],
+                          width=cam["width"], height=cam["height"], near=cam["near"],
+                          far=cam["far"])
+
+
+def points(n=50, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform([-0.6, -0.1, -0.6], [0.6, 0.7, 0.6], (n, 3))
+
+
+def our_uv(pts, cam=CAM):
+    uv, depth = ours(cam).project(torch.as_tensor(pts, dtype=torch.float64))
+    assert (depth > 0).all()
+    return uv.numpy()
+
+
+def test_tinyrenderer_pixels_match_our_projection_after_half_pixel():
+    cam = ft.camera_dict(**CAM)
+    pts = points()
+    uv = our_uv(pts)
+    # TinyRenderer samples pixel (col, row) at exactly (col, row); ours at the centre
+    assert np.abs(ft.tinyrenderer_pixels(cam, pts) + 0.5 - uv).max() < 1e-6
+    # PyBullet's own matrices (unshifted) put them half a pixel off in each axis
+    off = ft.tinyrenderer_pixels(cam, pts, half_pixel=False) + 0.5 - uv
+    assert np.allclose(off, [0.5, -0.5], atol=1e-6)
+
+
+def test_mitsuba_projection_matches_our_camera():
+    cam = ft.camera_dict(**CAM)
+    pts = points(seed=1)
+    assert np.abs(ft.mitsuba_project(cam, pts) - our_uv(pts)).max() < 1e-6
+
+
+def test_moved_eye_is_three_percent_off_and_perpendicular():
+    from types import SimpleNamespace
+
+    scene = SimpleNamespace(camera_eye=CAM["eye"], camera_target=CAM["target"],
+                            fov_y_deg=40.0, width=8, height=8, near=0.1, far=10.0)
+    eye, target = np.array(CAM["eye"]), np.array(CAM["target"])
+    moved = np.array(ft.moved_eye(scene, 0.03))
+    step = moved - eye
+    dist = np.linalg.norm(target - eye)
+    assert np.linalg.norm(step) == pytest.approx(0.03 * dist, rel=1e-12)
+    assert abs(step @ (target - eye)) < 1e-12 * dist**2
+
+
+def test_rotation_to_pybullet_quaternion_round_trip():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        q = rng.normal(size=4)
+        q /= np.linalg.norm(q)
+        R = ft._quat_matrix(q)  # (w, x, y, z)
+        xyzw = np.array(ft._matrix_quat_xyzw(R))
+        assert np.allclose(ft._quat_matrix([xyzw[3], *xyzw[:3]]), R, atol=1e-12)
+
+
+def _triangle():
+    # a triangle in front of the camera, vertices off the pixel centres
+    v = np.array([[-0.55, -0.05, 0.1], [0.5, 0.1, -0.3], [0.05, 0.75, 0.05]])
+    return v, np.array([[0, 1, 2]])
+
+
+def _our_silhouette(v, faces):
+    r = SoftRasterizer(ours(), [Mesh(faces, lit=False)], lights=[], mode="hard")
+    with torch.no_grad():
+        return r(torch.as_tensor(v[None], dtype=torch.float64))[0, ..., 3].numpy() > 0.5
+
+
+def test_matrices_equal_pybullets_own():
+    p = pytest.importorskip("pybullet")
+    cam = ft.camera_dict(**CAM)
+    view = p.computeViewMatrix(CAM["eye"], CAM["target"], [0, 1, 0])
+    proj = p.computeProjectionMatrixFOV(CAM["fov_y_deg"], CAM["width"] / CAM["height"],
+                                        CAM["near"], CAM["far"])
+    assert np.allclose(ft.pybullet_view_matrix(cam).T.ravel(), view, atol=1e-6)
+    assert np.allclose(ft.pybullet_projection_matrix(cam, half_pixel=False).T.ravel(), proj,
+                       atol=1e-6)
+
+
+def test_tinyrenderer_silhouette_equals_ours():
+    p = pytest.importorskip("pybullet")
+    cam = ft.camera_dict(**CAM)
+    v, faces = _triangle()
+    cid = p.connect(p.DIRECT)
+    try:
+        vs = p.createVisualShape(p.GEOM_MESH, vertices=v.tolist(),
+                                 indices=[0, 1, 2, 0, 2, 1], physicsClientId=cid)
+        body = p.createMultiBody(0, -1, vs, physicsClientId=cid)
+        _, _, _, _, seg = p.getCameraImage(
+            cam["width"], cam["height"], ft.pybullet_view_matrix(cam).T.ravel().tolist(),
+            ft.pybullet_projection_matrix(cam).T.ravel().tolist(),
+            renderer=p.ER_TINY_RENDERER, physicsClientId=cid)
+    finally:
+        p.disconnect(cid)
+    seg = np.reshape(np.asarray(seg), (cam["height"], cam["width"])) == body
+    sil = _our_silhouette(v, faces)
+    assert sil.sum() > 30
+    assert (seg == sil).all()
+
+
+def test_mitsuba_silhouette_equals_ours():
+    mi = pytest.importorskip("mitsuba")
+    mi.set_variant("scalar_rgb")
+    cam = ft.camera_dict(**CAM)
+    v, faces = _triangle()
+    scene = mi.load_dict({"type": "scene", "integrator": {"type": "path", "max_depth": 2},
+                          "sensor": ft.mitsuba_sensor(cam, centre_samples=True),
+                          "tri": ft._mitsuba_mesh("tri", v, faces, [[0.5, 0.5, 0.5]])})
+    alpha = np.array(mi.render(scene, spp=1))[..., 3]
+    sil = _our_silhouette(v, faces)
+    assert sil.sum() > 30
+    assert ((alpha > 0.5) == sil).all()
+
+
+def _run_script(args, block_extras):
+    """The script in a fresh interpreter; with ``block_extras`` importing mitsuba or
+    pybullet fails there (as when the extra is not installed)."""
+    block = ("import sys; sys.modules['mitsuba'] = None; sys.modules['pybullet'] = None; "
+             if block_extras else "import sys; ")
+    code = (block + f"sys.argv = ['foreign_targets.py'] + {args!r}; import runpy; "
+            f"runpy.run_path({os.path.join(BENCH, 'foreign_targets.py')!r}, "
+            "run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_help_runs_without_the_extras():
+    r = _run_script(["--help"], block_extras=True)
+    assert r.returncode == 0, r.stderr
+    assert "--save-targets" in r.stdout and "--quick" in r.stdout
+
+
+def test_missing_extra_exits_2_naming_it():
+    r = _run_script(["--cases", "mitsuba,pybullet", "--quick"], block_extras=True)
+    assert r.returncode == 2
+    assert "[bench]" in r.stderr and "mitsuba" in r.stderr and "pybullet" in r.stderr
+
+
+@pytest.mark.slow
+def test_camera_case_end_to_end(tmp_path):
+    # the camera case needs no extra: a moved camera's target, the defaults and the
+    # fit options (run once estimate(fit=...) exists, else reported as not available)
+    out = tmp_path / "rows.json"
+    r = _run_script(["--cases", "camera", "--quick", "--options", "defaults;fit=camera",
+                     "--json", str(out), "--save-targets", str(tmp_path)], block_extras=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    data = json.loads(out.read_text())
+    (target,) = data["targets"]
+    assert target["render_mse_vs_ours"] > 0  # the moved camera's video is not ours
+    rows = {row["option"]: row for row in data["rows"]}
+    assert rows["defaults"]["status"] == "done"
+    assert 0 <= rows["defaults"]["rel_err"]["mass"] < 0.5
+    assert rows["fit=camera"]["status"] in ("done", ft.NA)
+    assert (tmp_path / "camera-box-4kg.mp4").exists()
+    assert np.load(tmp_path / "camera-box-4kg.npy").shape == (25, 64, 64, 3)
