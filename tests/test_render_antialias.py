@@ -192,3 +192,15 @@ def test_face_neighbours():
     assert n[1].tolist() == [2, -1, 0]
     assert n[2].tolist() == [-1, -1, 1]
     assert n[3].tolist() == [-1, -1, -1]
+
+
+def test_scene_render_mode_change_takes_effect():
+    """Setting ``Scene.render_mode`` on a built scene rebuilds its renderers."""
+    from gradsim_taichi.scenes import make_scene
+
+    scene = make_scene("rigid-mass", frames=2, width=16, height=16)
+    scene.ensure_built()
+    assert scene.renderer.mode == "soft"
+    scene.render_mode = "antialias"
+    scene.ensure_built()
+    assert scene.renderer.mode == "antialias" and scene.coverage_renderer.mode == "antialias"

@@ -218,7 +218,10 @@ class Scene:
         return out
 
     def ensure_built(self) -> None:
-        if getattr(self, "_generation", None) != runtime.generation():
+        """Build when the runtime was re-initialised or :attr:`render_mode` changed."""
+        renderer = getattr(self, "renderer", None)
+        if (getattr(self, "_generation", None) != runtime.generation()
+                or renderer is None or renderer.mode != self.render_mode):
             self.build()
 
     def simulate(self, values: dict[str, torch.Tensor], frames: int | None = None
