@@ -626,6 +626,13 @@ def options(case, target, plate, scene, contact):
         "antialias + fit=background,appearance + frame_range": (
             dict(aa, fit="background,appearance", frame_range=(0, contact - 1),
                  warmup=(0, 0)) if aa is not None and fit and contact else None),
+        # the backdrop taken in by the background, moving shadows by the robust loss
+        "antialias + fit=background + robust": (
+            dict(aa, fit="background", loss="robust", iters=30)
+            if aa is not None and fit else None),
+        "antialias + fit=background + robust + frame_range": (
+            dict(aa, fit="background", loss="robust", iters=30, frame_range=(0, contact - 1),
+                 warmup=(0, 0)) if aa is not None and fit and contact else None),
     }
     if case == "camera":
         out["fit=camera"] = dict(fit="camera") if fit else None
