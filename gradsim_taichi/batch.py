@@ -257,7 +257,7 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
     Never raises for a bad item: returns its summary row (:func:`row_from_report`) with
     status ``"failed"`` and the message (also in ``error.json`` there) instead. Without
     ``resume`` any earlier resume state of the item is dropped first."""
-    from gradsim_taichi.estimation import estimate_into
+    from gradsim_taichi.estimation import estimate_into, render_for
     from gradsim_taichi.render import load_video
     from gradsim_taichi.run_loop import locked
     from gradsim_taichi.scenes import make_preset
@@ -286,7 +286,7 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
             estimate_into(folder, scene, target, settings, params=names, iters=item.iters,
                           lr=item.lr, optimizer=item.optimizer,
                           frame_stride=item.frame_stride, blur=item.blur, seed=item.seed,
-                          resume=resume, progress=False,
+                          resume=resume, progress=False, render=render_for(target is not None),
                           true=item.truth if item.target is not None else None)
     except Exception as e:  # isolated: the item fails, the batch goes on
         return failed_row(out, item, error_message(e), attempt)

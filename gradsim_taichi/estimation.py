@@ -22,6 +22,7 @@ from gradsim_taichi.errors import EstimationError
 from gradsim_taichi.fit import Fit, plain_values
 from gradsim_taichi.nuisance import Nuisance, parse_fit
 from gradsim_taichi.objectives import (
+    ROBUST_EPS,
     SPREAD_TOL,
     Stages,
     blur_frames,
@@ -305,7 +306,8 @@ def estimate(
         warmup, contact_note = _contact_stage(scene, names, init, stage_contact, warmup,
                                               check_frame_range(frame_range, scene.frames))
     stages = Stages(scene.frames, warmup, coarse_iters, frame_stride, frame_range)
-    nuisance = Nuisance(scene, kinds, target, background) if kinds else None
+    nuisance = Nuisance(scene, kinds, target, background,
+                        robust_eps=ROBUST_EPS if loss == "robust" else None) if kinds else None
     clash = sorted(set(nuisance.params if nuisance else ()) & set(names))
     if clash:
         raise ValueError(f"parameter names {clash} are both physical and nuisance ones")
@@ -579,15 +581,28 @@ def write_outputs(out_dir, scene: Scene, result: EstimationResult, target,
     return {"report": report, "plot": plot, "video": mp4, "gif": gif, **extra}
 
 
+def render_for(own_video: bool, render: str | None = None) -> str | None:
+    """The render mode of an estimation: ``render`` if given, ``"antialias"`` for a video
+    the engine did not make (it looks like an ordinary renderer's or a camera's), else
+    None (the scene's own: its targets are its own renders)."""
+    return render or ("antialias" if own_video else None)
+
+
 def estimate_into(out_dir, scene: Scene, target=None, settings: dict | None = None,
-                  supervision: str = "video", **options):
+                  supervision: str = "video", render: str | None = None, **options):
     """One estimation as the ``estimate`` command runs it: the target (``None``: rendered
     from the scene's truth, :func:`render_target`), :func:`estimate` with its resume
     state in ``out_dir`` and ``options`` (its keyword arguments), then
     :func:`write_outputs` there, also for a run that stopped early (NaN/inf) or diverged.
 
+    ``render``: the model's image (``Scene.render_mode``; see :func:`render_for`), None
+    for the scene's own. Recorded in the settings as ``render``.
+
     Returns ``(result, paths, stop)``: ``stop`` is the :class:`EstimationError` of a run
     that stopped early, else None. A ValueError for bad options or a bad target."""
+    if render is not None:
+        scene.render_mode = render
+    settings = {**(settings or {}), "render": scene.render_mode}
     scene.ensure_built()
     if target is None:
         target = render_target(scene, supervision)

@@ -17,7 +17,8 @@ that the optimiser learns together with the physical ones; none changes the simu
   the least-squares fit of the compared frames where the objects leave the pixel
   uncovered (variable projection: it costs no optimiser dimension and follows the
   physics exactly), pulled weakly towards the video's per-pixel temporal median where
-  they never do.
+  they never do; under the robust loss, with its weights (a passing shadow does not
+  darken the background).
 - ``appearance``: ``albedo_gain`` (RGB factors on the simulated objects' albedo, from 1),
   ``ambient`` and ``light_intensity`` (the scene's ambient and directional light, from
   their declared values) and ``light_direction`` (two offsets of the directional light's
@@ -40,6 +41,8 @@ KINDS = ("camera", "background", "appearance")
 
 # weight (in frames) of the temporal median in the background's least-squares solve
 BACKGROUND_PRIOR = 1e-2
+# reweighting steps of that solve under the robust loss (estimate(loss="robust"))
+ROBUST_STEPS = 5
 
 
 def parse_fit(fit) -> tuple:
@@ -85,10 +88,14 @@ class Nuisance:
             least-squares data).
         background: a fixed background image ``[H, W, 3]`` (a plate of the empty stage)
             instead of the solved one.
+        robust_eps: with the robust loss (``estimate(loss="robust")``), its scale: the
+            background is then solved with the same robust weights.
     """
 
-    def __init__(self, scene, kinds, target: torch.Tensor, background=None):
+    def __init__(self, scene, kinds, target: torch.Tensor, background=None,
+                 robust_eps: float | None = None):
         self.scene, self.kinds = scene, tuple(kinds)
+        self.robust_eps = robust_eps
         dt, dev = runtime.torch_dtype(), runtime.torch_device()
         self.params: dict[str, torch.Tensor] = {}
 
@@ -189,9 +196,16 @@ class Nuisance:
         if self.plate is not None:
             return self.plate
         w = 1.0 - alpha
-        data = self.target[torch.as_tensor(frame_ids, device=self.target.device)]
-        num = (w * (data - rgb0)).sum(0) + BACKGROUND_PRIOR * self.median
-        bg = num / ((w * w).sum(0) + BACKGROUND_PRIOR)
+        data = self.target[torch.as_tensor(frame_ids, device=self.target.device)] - rgb0
+        c = torch.ones_like(data)
+        for _ in range(1 + (ROBUST_STEPS if self.robust_eps else 0)):
+            num = (c * w * data).sum(0) + BACKGROUND_PRIOR * self.median
+            bg = num / ((c * w * w).sum(0) + BACKGROUND_PRIOR)
+            if self.robust_eps:
+                # the robust loss's own weights (iteratively reweighted least squares):
+                # a shadow that passes over a pixel does not darken its background
+                e = self.robust_eps
+                c = (e / torch.sqrt((data - w * bg) ** 2 + e * e)).detach()
         self.background = bg.detach()
         return bg
 

@@ -99,7 +99,12 @@ def add_estimate_parser(sub, help_line: str) -> None:
 
 
 def cmd_estimate(args) -> int:
-    from gradsim_taichi.estimation import estimate_into, render_target, render_target_mask
+    from gradsim_taichi.estimation import (
+        estimate_into,
+        render_for,
+        render_target,
+        render_target_mask,
+    )
 
     check_run_args(args)
     frame_range = _parse_frame_range(args.frame_range)
@@ -166,8 +171,6 @@ def cmd_estimate(args) -> int:
             raise CLIError(str(e)) from None
     if fit and args.supervision == "3d":
         raise CLIError("--fit learns image nuisances; 3D supervision has no image")
-    scene.render_mode = args.render or ("antialias" if args.target is not None
-                                        else scene.render_mode)
     mask_source = _load_mask_source(args)
     out = output_dir(args.out or f"results/{args.scene}")
     from gradsim_taichi.run_loop import locked
@@ -181,11 +184,13 @@ def cmd_estimate(args) -> int:
                         shape=getattr(scene, "shape", None), mask=args.mask,
                         background_plate=args.background_plate,
                         silhouette_weight=args.silhouette_weight,
-                        mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows,
-                        render=scene.render_mode)
+                        mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows)
         if args.scene_file is not None:
             settings["scene_file"] = args.scene_file
         scene.ensure_built()
+        mode = render_for(target_video is not None, args.render)
+        if mode is not None:
+            scene.render_mode = mode
         target = (render_target(scene, args.supervision) if target_video is None
                   else target_video)
         stage_contact = args.stage_contact
@@ -194,7 +199,7 @@ def cmd_estimate(args) -> int:
         try:
             mask = _target_mask(mask_source, target, args, loss, scene, render_target_mask)
             result, paths, stop = estimate_into(
-                out, scene, target, settings, supervision=args.supervision,
+                out, scene, target, settings, supervision=args.supervision, render=mode,
                 params=names, iters=args.iters, lr=args.lr, optimizer=args.optimizer,
                 frame_stride=args.frame_stride, blur=args.blur, seed=args.seed,
                 resume=args.resume, progress=not args.quiet,
