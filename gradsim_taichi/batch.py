@@ -19,8 +19,10 @@ The manifest is JSON Lines (one object per line; blank lines and lines starting 
   known truth to report errors against; without one the ground truth the target is
   rendered from (default: the preset's).
 - ``iters``, ``lr``, ``optimizer``, ``frames``, ``resolution``, ``params`` (a list, or
-  names separated by commas), ``blur``, ``frame_stride``: as the ``estimate`` command's
-  flags (default: the preset's).
+  names separated by commas), ``blur``, ``frame_stride``, ``loss`` (``mse``, ``robust``;
+  the mask losses need a mask, which a manifest cannot give), ``fit`` (e.g.
+  ``"background"``), ``render`` (``antialias`` or ``soft``; default ``antialias`` with a
+  target video): as the ``estimate`` command's flags (default: the preset's).
 
 Failures are isolated: an item whose scene, shape, video or options are bad, or whose
 run stops on a NaN or diverges, is marked failed with its message and the others go on.
@@ -64,9 +66,9 @@ INSTALL_RAY = ("Ray is not installed: pip install 'gradsim-taichi[cluster]' (or 
 
 _INTS = ("seed", "iters", "frames", "resolution", "frame_stride")
 _FLOATS = ("lr", "blur")
-_STRS = ("id", "scene", "shape", "target", "optimizer")
+_STRS = ("id", "scene", "shape", "target", "optimizer", "loss", "fit", "render")
 KEYS = ("id", "scene", "shape", "seed", "target", "truth", "iters", "lr", "optimizer",
-        "frames", "resolution", "params", "blur", "frame_stride")
+        "frames", "resolution", "params", "blur", "frame_stride", "loss", "fit", "render")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
@@ -98,6 +100,9 @@ class Item:
     params: tuple = ()
     blur: float | None = None
     frame_stride: int = 1
+    loss: str | None = None
+    fit: str | None = None
+    render: str | None = None
 
 
 # ---- the manifest ------------------------------------------------------------------------
@@ -286,7 +291,9 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
             estimate_into(folder, scene, target, settings, params=names, iters=item.iters,
                           lr=item.lr, optimizer=item.optimizer,
                           frame_stride=item.frame_stride, blur=item.blur, seed=item.seed,
-                          resume=resume, progress=False, render=render_for(target is not None),
+                          resume=resume, progress=False,
+                          render=render_for(target is not None, item.render),
+                          loss=item.loss or "mse", fit=item.fit,
                           true=item.truth if item.target is not None else None)
     except Exception as e:  # isolated: the item fails, the batch goes on
         return failed_row(out, item, error_message(e), attempt)

@@ -294,3 +294,23 @@ def test_killed_worker_is_retried_and_killed_driver_resumes(tmp_path):
     assert subprocess.run(cmd2 + ["--resume"], capture_output=True).returncode == 0
     assert first.stat().st_mtime_ns == stamp
     assert json.loads((out2 / "summary.json").read_text())["done"] == 3
+
+
+def test_items_take_the_own_video_options_fit_render_and_loss(tmp_path):
+    """fit, render and loss reach the item's estimation; a bad one fails that item alone,
+    named."""
+    records = [dict(SMALL, id="fitted", fit="background", loss="robust", render="antialias"),
+               dict(SMALL, id="badfit", fit="lights"),
+               dict(SMALL, id="badrender", render="pastel")]
+    items = read_manifest(write_jsonl(tmp_path / "m.jsonl", records))
+    assert (items[0].fit, items[0].loss, items[0].render) == ("background", "robust",
+                                                              "antialias")
+    run_batch(items, tmp_path / "b", workers=1, settings=SETTINGS, progress=False, plot=False)
+    report = json.loads((tmp_path / "b" / "items" / "fitted" / "report.json").read_text())
+    assert report["settings"]["fit"] == ["background"]
+    assert report["settings"]["render"] == "antialias" and report["settings"]["loss"] == "robust"
+    assert report["nuisance"]["background"]["source"] == "solved per pixel"
+    rows = estimates(tmp_path / "b")
+    assert rows["badfit"]["status"] == "failed" and "unknown kind 'lights'" in \
+        rows["badfit"]["message"]
+    assert rows["badrender"]["status"] == "failed" and "pastel" in rows["badrender"]["message"]
