@@ -34,6 +34,22 @@ def _cross2(ax, ay, bx, by):
 
 
 @ti.func
+def _pixel_barycentric(geom: ti.template(), f, t, px, py):
+    """Screen barycentrics of point p in face t (extrapolated outside; the z-buffer's
+    inside test and the hard image's shading)."""
+    x0 = geom[f, t, 0]
+    y0 = geom[f, t, 1]
+    x1 = geom[f, t, 2]
+    y1 = geom[f, t, 3]
+    x2 = geom[f, t, 4]
+    y2 = geom[f, t, 5]
+    n = ti.Vector([_cross2(x1 - px, y1 - py, x2 - px, y2 - py),
+                   _cross2(x2 - px, y2 - py, x0 - px, y0 - py),
+                   _cross2(x0 - px, y0 - py, x1 - px, y1 - py)])
+    return n / (n[0] + n[1] + n[2])
+
+
+@ti.func
 def _seg_d2(px, py, ax, ay, bx, by):
     """Squared distance from p to segment ab, and the parameter t of the closest point."""
     ex = bx - ax
@@ -436,25 +452,12 @@ def hard_zbuffer(
             ib = ti.min(ti.min(ty * tile + tile, H) - 1, bbox[f, t, 3])
             ja = ti.max(tx * tile, bbox[f, t, 0])
             jb = ti.min(ti.min(tx * tile + tile, W) - 1, bbox[f, t, 1])
-            x0 = geom[f, t, 0]
-            y0 = geom[f, t, 1]
-            x1 = geom[f, t, 2]
-            y1 = geom[f, t, 3]
-            x2 = geom[f, t, 4]
-            y2 = geom[f, t, 5]
             for i in range(ia, ib + 1):
                 for j in range(ja, jb + 1):
-                    px = (j + 0.5) * scale
-                    py = (i + 0.5) * scale
-                    n0 = _cross2(x1 - px, y1 - py, x2 - px, y2 - py)
-                    n1 = _cross2(x2 - px, y2 - py, x0 - px, y0 - py)
-                    n2 = _cross2(x0 - px, y0 - py, x1 - px, y1 - py)
-                    area = n0 + n1 + n2
-                    w0 = n0 / area
-                    w1 = n1 / area
-                    w2 = n2 / area
-                    if w0 >= 0.0 and w1 >= 0.0 and w2 >= 0.0:
-                        zp = 1.0 / (w0 / geom[f, t, 6] + w1 / geom[f, t, 7] + w2 / geom[f, t, 8])
+                    w = _pixel_barycentric(geom, f, t, (j + 0.5) * scale, (i + 0.5) * scale)
+                    if w[0] >= 0.0 and w[1] >= 0.0 and w[2] >= 0.0:
+                        zp = 1.0 / (w[0] / geom[f, t, 6] + w[1] / geom[f, t, 7]
+                                    + w[2] / geom[f, t, 8])
                         if zp >= near and zp < zbuf[f, i, j]:
                             zbuf[f, i, j] = zp
                             face_id[f, i, j] = t
@@ -478,19 +481,7 @@ def hard_colours(
     for f, i, j in ti.ndrange(face_id.shape[0], H, face_id.shape[2]):
         t = face_id[f, i, j]
         if t >= 0:
-            px = (j + 0.5) * scale
-            py = (i + 0.5) * scale
-            x0 = geom[f, t, 0]
-            y0 = geom[f, t, 1]
-            x1 = geom[f, t, 2]
-            y1 = geom[f, t, 3]
-            x2 = geom[f, t, 4]
-            y2 = geom[f, t, 5]
-            n0 = _cross2(x1 - px, y1 - py, x2 - px, y2 - py)
-            n1 = _cross2(x2 - px, y2 - py, x0 - px, y0 - py)
-            n2 = _cross2(x0 - px, y0 - py, x1 - px, y1 - py)
-            area = n0 + n1 + n2
-            w = ti.Vector([n0, n1, n2]) / area
+            w = _pixel_barycentric(geom, f, t, (j + 0.5) * scale, (i + 0.5) * scale)
             C = _shade(geom, col, uv, texid, tex, texsize, f, t, w)[0]
             for c in ti.static(range(3)):
                 rgb[f, i, j, c] = C[c]
