@@ -262,7 +262,7 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
     Never raises for a bad item: returns its summary row (:func:`row_from_report`) with
     status ``"failed"`` and the message (also in ``error.json`` there) instead. Without
     ``resume`` any earlier resume state of the item is dropped first."""
-    from gradsim_taichi.estimation import estimate_into, render_for
+    from gradsim_taichi.estimation_outputs import estimate_into, render_for
     from gradsim_taichi.render import load_video
     from gradsim_taichi.run_loop import locked
     from gradsim_taichi.scenes import make_preset

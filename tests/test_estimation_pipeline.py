@@ -15,8 +15,8 @@ from gradsim_taichi.estimation import (
     check_target,
     estimate,
     render_target,
-    write_report,
 )
+from gradsim_taichi.estimation_outputs import write_report
 from gradsim_taichi.render import load_video
 from gradsim_taichi.reports import plot_history, save_compare_videos
 
@@ -391,7 +391,7 @@ def test_restarts_spread_sits_next_to_the_local_interval(tmp_path):
     spread and range side by side."""
     import json
 
-    from gradsim_taichi.estimation import write_report
+    from gradsim_taichi.estimation_outputs import write_report
 
     scene = _rigid()
     target = render_target(scene)

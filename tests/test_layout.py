@@ -13,7 +13,8 @@ PACKAGES = {"gradsim_taichi": ROOT / "gradsim_taichi",
 # top to bottom; a module's layer is that of its longest matching prefix
 LAYERS = [
     ["gradsim_taichi.cli", "gradsim_taichi.__main__"],
-    ["gradsim_taichi.estimation", "gradsim_taichi.batch", "gradsim_taichi.control",
+    ["gradsim_taichi.estimation", "gradsim_taichi.estimation_outputs", "gradsim_taichi.batch",
+     "gradsim_taichi.control",
      "gradsim_taichi.fit", "gradsim_taichi.nuisance", "gradsim_taichi.optimisers",
      "gradsim_taichi.landscape",
      "gradsim_taichi.uncertainty"],

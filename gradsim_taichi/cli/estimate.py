@@ -99,12 +99,8 @@ def add_estimate_parser(sub, help_line: str) -> None:
 
 
 def cmd_estimate(args) -> int:
-    from gradsim_taichi.estimation import (
-        estimate_into,
-        render_for,
-        render_target,
-        render_target_mask,
-    )
+    from gradsim_taichi.estimation import render_target, render_target_mask
+    from gradsim_taichi.estimation_outputs import estimate_into, render_for
 
     check_run_args(args)
     frame_range = _parse_frame_range(args.frame_range)

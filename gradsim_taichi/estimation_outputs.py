@@ -1,0 +1,110 @@
+"""What one estimation leaves in its folder, and one estimation as the ``estimate``
+command (and each ``estimate-batch`` item) runs it: :func:`write_report`
+(``report.json``), :func:`write_outputs` (the report, ``loss.png``, the compare videos,
+``background.png``), :func:`render_for` (the render mode of a run) and
+:func:`estimate_into`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gradsim_taichi import runtime
+from gradsim_taichi.errors import EstimationError
+from gradsim_taichi.estimation import EstimationResult, estimate, render_target
+from gradsim_taichi.reports import jsonable, plot_history, save_compare_videos, save_image
+from gradsim_taichi.reports import write_report as _write_report
+from gradsim_taichi.scenes.base import Scene
+
+
+def write_report(path, scene: Scene, result: EstimationResult, settings: dict | None = None):
+    """``report.json``: per parameter init/estimate (true/abs_err/rel_err where the truth
+    is known), status, message and warnings, the loss history, iterations, seconds, the
+    runtime, and every setting (the run's own, updated by ``settings``)."""
+    errors = result.errors()
+    per_param = {}
+    spread = (result.uncertainty or {}).get("params", {})
+    for n, est in result.params.items():
+        entry = {"init": jsonable(result.init[n]), "estimate": jsonable(est), **spread.get(n, {})}
+        if n in result.spread:  # the restarts' estimates, next to the local interval
+            runs = np.array([np.asarray(r["params"][n], dtype=np.float64)
+                             for r in result.restarts if n in r["params"]])
+            entry["restarts_spread"] = result.spread[n]
+            entry["restarts_range"] = [jsonable(runs.min(axis=0)), jsonable(runs.max(axis=0))]
+        if n in result.true:
+            entry["true"] = jsonable(result.true[n])
+            entry.update(errors[n])
+        per_param[n] = entry
+    body = {"scene": scene.name, "status": result.status, "message": result.message,
+            "warnings": result.warnings, "params": per_param,
+            "uncertainty": {k: v for k, v in (result.uncertainty or {}).items()
+                            if k != "params"},
+            "loss": result.loss, "stages": result.stages,
+            **({"restarts": result.restarts, "spread": result.spread} if result.restarts
+               else {}),
+            **({"nuisance": result.nuisance} if result.nuisance else {}),
+            "loss_history": [h["loss"] for h in result.history], "history": result.history,
+            "iterations": result.iterations, "seconds": result.seconds}
+    return _write_report(path, body, {**result.settings, **(settings or {})})
+
+
+def write_outputs(out_dir, scene: Scene, result: EstimationResult, target,
+                  settings: dict | None = None) -> dict:
+    """Everything an estimation leaves in ``out_dir``: ``report.json`` (see
+    :func:`write_report`), ``loss.png`` (the loss and every parameter per iteration, the
+    truth dashed) and ``compare.mp4`` / ``compare.gif`` at the scene's frame rate (target |
+    estimate | difference | initial guess, labelled; pixels also for a 3D-supervised
+    run); with a fitted background, ``background.png``. Returns ``{kind: path}``."""
+    report = write_report(Path(out_dir) / "report.json", scene, result, settings)
+    extra = {}
+    if result.background is not None:
+        extra["background"] = save_image(Path(out_dir) / "background.png", result.background)
+    plot = plot_history(Path(out_dir) / "loss.png", result.history, result.true,
+                        title=scene.name)
+    dtype = runtime.torch_dtype()
+    with torch.no_grad():
+        video, initial = (render(scene.simulate(
+            {n: torch.as_tensor(v, dtype=dtype, device=runtime.torch_device())
+             for n, v in values.items()}))
+            for values, render in ((result.params, result.render or scene.render),
+                                   (result.init, scene.render)))
+        pixels = target if result.settings.get("supervision") != "3d" else render_target(scene)
+    mp4, gif = save_compare_videos(out_dir, pixels, video, fps=scene.fps, initial=initial)
+    return {"report": report, "plot": plot, "video": mp4, "gif": gif, **extra}
+
+
+def render_for(own_video: bool, render: str | None = None) -> str | None:
+    """The render mode of an estimation: ``render`` if given, ``"antialias"`` for a video
+    the engine did not make (it looks like an ordinary renderer's or a camera's), else
+    None (the scene's own: its targets are its own renders)."""
+    return render or ("antialias" if own_video else None)
+
+
+def estimate_into(out_dir, scene: Scene, target=None, settings: dict | None = None,
+                  supervision: str = "video", render: str | None = None, **options):
+    """One estimation as the ``estimate`` command runs it: the target (``None``: rendered
+    from the scene's truth, :func:`render_target`), :func:`estimate` with its resume
+    state in ``out_dir`` and ``options`` (its keyword arguments), then
+    :func:`write_outputs` there, also for a run that stopped early (NaN/inf) or diverged.
+
+    ``render``: the model's image (``Scene.render_mode``; see :func:`render_for`), None
+    for the scene's own. Recorded in the settings as ``render``.
+
+    Returns ``(result, paths, stop)``: ``stop`` is the :class:`EstimationError` of a run
+    that stopped early, else None. A ValueError for bad options or a bad target."""
+    if render is not None:
+        scene.render_mode = render
+    settings = {**(settings or {}), "render": scene.render_mode}
+    scene.ensure_built()
+    if target is None:
+        target = render_target(scene, supervision)
+    else:
+        target = torch.as_tensor(target).to(torch.float64)
+    stop = None
+    try:
+        result = estimate(scene, target, supervision=supervision, out_dir=out_dir, **options)
+    except EstimationError as e:
+        result, stop = e.result, e
+    return result, write_outputs(out_dir, scene, result, target, settings), stop
