@@ -1,6 +1,7 @@
-"""benchmarks/foreign_targets.py: the camera conversions to Mitsuba and PyBullet project
-like our Camera (analytically, and where the engines are installed, by their own
-renders), and the script runs --help without them and exits 2 naming the extra."""
+"""benchmarks/foreign_targets.py and foreign_engines.py: the camera conversions to
+Mitsuba and PyBullet project like our Camera (analytically, and where the engines are
+installed, by their own renders), and the script runs --help without them and exits 2
+naming the extra."""
 
 import os
 import subprocess
@@ -13,6 +14,7 @@ import torch
 BENCH = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks")
 sys.path.insert(0, BENCH)
 
+import foreign_engines as fe  # noqa: E402
 import foreign_targets as ft  # noqa: E402
 
 from gradsim_taichi.render import Camera, Mesh, SoftRasterizer  # noqa: E402
@@ -42,20 +44,20 @@ def our_uv(pts, cam=CAM):
 
 
 def test_tinyrenderer_pixels_match_our_projection_after_half_pixel():
-    cam = ft.camera_dict(**CAM)
+    cam = fe.camera_dict(**CAM)
     pts = points()
     uv = our_uv(pts)
     # TinyRenderer samples pixel (col, row) at exactly (col, row); ours at the centre
-    assert np.abs(ft.tinyrenderer_pixels(cam, pts) + 0.5 - uv).max() < 1e-6
+    assert np.abs(fe.tinyrenderer_pixels(cam, pts) + 0.5 - uv).max() < 1e-6
     # PyBullet's own matrices (unshifted) put them half a pixel off in each axis
-    off = ft.tinyrenderer_pixels(cam, pts, half_pixel=False) + 0.5 - uv
+    off = fe.tinyrenderer_pixels(cam, pts, half_pixel=False) + 0.5 - uv
     assert np.allclose(off, [0.5, -0.5], atol=1e-6)
 
 
 def test_mitsuba_projection_matches_our_camera():
-    cam = ft.camera_dict(**CAM)
+    cam = fe.camera_dict(**CAM)
     pts = points(seed=1)
-    assert np.abs(ft.mitsuba_project(cam, pts) - our_uv(pts)).max() < 1e-6
+    assert np.abs(fe.mitsuba_project(cam, pts) - our_uv(pts)).max() < 1e-6
 
 
 def test_moved_eye_is_three_percent_off_and_perpendicular():
@@ -64,7 +66,7 @@ def test_moved_eye_is_three_percent_off_and_perpendicular():
     scene = SimpleNamespace(camera_eye=CAM["eye"], camera_target=CAM["target"],
                             fov_y_deg=40.0, width=8, height=8, near=0.1, far=10.0)
     eye, target = np.array(CAM["eye"]), np.array(CAM["target"])
-    moved = np.array(ft.moved_eye(scene, 0.03))
+    moved = np.array(fe.moved_eye(scene, 0.03))
     step = moved - eye
     dist = np.linalg.norm(target - eye)
     assert np.linalg.norm(step) == pytest.approx(0.03 * dist, rel=1e-12)
@@ -76,9 +78,9 @@ def test_rotation_to_pybullet_quaternion_round_trip():
     for _ in range(20):
         q = rng.normal(size=4)
         q /= np.linalg.norm(q)
-        R = ft._quat_matrix(q)  # (w, x, y, z)
-        xyzw = np.array(ft._matrix_quat_xyzw(R))
-        assert np.allclose(ft._quat_matrix([xyzw[3], *xyzw[:3]]), R, atol=1e-12)
+        R = fe._quat_matrix(q)  # (w, x, y, z)
+        xyzw = np.array(fe._matrix_quat_xyzw(R))
+        assert np.allclose(fe._quat_matrix([xyzw[3], *xyzw[:3]]), R, atol=1e-12)
 
 
 def _triangle():
@@ -95,18 +97,18 @@ def _our_silhouette(v, faces):
 
 def test_matrices_equal_pybullets_own():
     p = pytest.importorskip("pybullet")
-    cam = ft.camera_dict(**CAM)
+    cam = fe.camera_dict(**CAM)
     view = p.computeViewMatrix(CAM["eye"], CAM["target"], [0, 1, 0])
     proj = p.computeProjectionMatrixFOV(CAM["fov_y_deg"], CAM["width"] / CAM["height"],
                                         CAM["near"], CAM["far"])
-    assert np.allclose(ft.pybullet_view_matrix(cam).T.ravel(), view, atol=1e-6)
-    assert np.allclose(ft.pybullet_projection_matrix(cam, half_pixel=False).T.ravel(), proj,
+    assert np.allclose(fe.pybullet_view_matrix(cam).T.ravel(), view, atol=1e-6)
+    assert np.allclose(fe.pybullet_projection_matrix(cam, half_pixel=False).T.ravel(), proj,
                        atol=1e-6)
 
 
 def test_tinyrenderer_silhouette_equals_ours():
     p = pytest.importorskip("pybullet")
-    cam = ft.camera_dict(**CAM)
+    cam = fe.camera_dict(**CAM)
     v, faces = _triangle()
     cid = p.connect(p.DIRECT)
     try:
@@ -114,8 +116,8 @@ def test_tinyrenderer_silhouette_equals_ours():
                                  indices=[0, 1, 2, 0, 2, 1], physicsClientId=cid)
         body = p.createMultiBody(0, -1, vs, physicsClientId=cid)
         _, _, _, _, seg = p.getCameraImage(
-            cam["width"], cam["height"], ft.pybullet_view_matrix(cam).T.ravel().tolist(),
-            ft.pybullet_projection_matrix(cam).T.ravel().tolist(),
+            cam["width"], cam["height"], fe.pybullet_view_matrix(cam).T.ravel().tolist(),
+            fe.pybullet_projection_matrix(cam).T.ravel().tolist(),
             renderer=p.ER_TINY_RENDERER, physicsClientId=cid)
     finally:
         p.disconnect(cid)
@@ -128,11 +130,11 @@ def test_tinyrenderer_silhouette_equals_ours():
 def test_mitsuba_silhouette_equals_ours():
     mi = pytest.importorskip("mitsuba")
     mi.set_variant("scalar_rgb")
-    cam = ft.camera_dict(**CAM)
+    cam = fe.camera_dict(**CAM)
     v, faces = _triangle()
     scene = mi.load_dict({"type": "scene", "integrator": {"type": "path", "max_depth": 2},
-                          "sensor": ft.mitsuba_sensor(cam, centre_samples=True),
-                          "tri": ft._mitsuba_mesh("tri", v, faces, [[0.5, 0.5, 0.5]])})
+                          "sensor": fe.mitsuba_sensor(cam, centre_samples=True),
+                          "tri": fe._mitsuba_mesh("tri", v, faces, [[0.5, 0.5, 0.5]])})
     alpha = np.array(mi.render(scene, spp=1))[..., 3]
     sil = _our_silhouette(v, faces)
     assert sil.sum() > 30
