@@ -159,6 +159,7 @@ def estimate(
     mask=None,
     frame_range=None,
     stage_contact: int = 0,
+    hold_flight: bool = False,
     restarts: int = 1,
     fit=None,
     background=None,
@@ -229,7 +230,16 @@ def estimate(
             the first contact with the ground, found in the simulation at the initial
             guess (:func:`gradsim_taichi.objectives.first_contact`); the flight shows
             the pushed body's mass without the contact model's mismatch. ``stages`` in
-            the result shows the estimate after it and after the full video.
+            the result shows the estimate after it and after the full video. The
+            stage ends before the earliest first contact among the initial guess and
+            each scalar unknown at either end of its guess range (the others at the
+            guess), so that no plausible trajectory touches the ground within it.
+        hold_flight: with ``stage_contact``: the unknowns the flight shows (all but the
+            ground contact's ``contact_*``) keep their pre-contact estimates, and the
+            frames with contact fit only the contact parameters (and the nuisance
+            ones); with none of those the run ends after the pre-contact stage. For a
+            video whose contact the model may not match (another engine's, a real
+            floor): its contact frames then cannot pull the estimate away.
         restarts: run this many estimations from initial guesses drawn with seeds
             ``seed .. seed + restarts - 1`` (names in ``init`` keep their value) and
             return the one with the lowest final loss, each run's estimate and loss in
@@ -256,7 +266,8 @@ def estimate(
                  resume=resume, save_every=save_every, progress=progress, warmup=warmup,
                  coarse_iters=coarse_iters, blur=blur, tol=tol, true=true,
                  uncertainty=uncertainty, mask=mask, frame_range=frame_range,
-                 stage_contact=stage_contact, fit=fit, background=background))
+                 stage_contact=stage_contact, hold_flight=hold_flight, fit=fit,
+                 background=background))
     names = scene.check_params(params if params else scene.default_params)
     iters = scene.iters if iters is None else iters
     lr = scene.lr if lr is None else lr
@@ -277,6 +288,9 @@ def estimate(
     if isinstance(stage_contact, bool) or int(stage_contact) != stage_contact or stage_contact < 0:
         raise ValueError(f"stage_contact must be an integer >= 0 (iterations); got "
                          f"{stage_contact!r}")
+    if hold_flight and not stage_contact:
+        raise ValueError("hold_flight holds the pre-contact stage's estimates: give "
+                         "stage_contact (its iterations) too")
     warmup = parse_warmup(scene.warmup if warmup is None else warmup)
     coarse_iters = scene.coarse_iters if coarse_iters is None else coarse_iters
     Stages(scene.frames, warmup, coarse_iters, frame_stride, frame_range)  # checks
@@ -299,10 +313,12 @@ def estimate(
     target = _with_mask(scene, target, mask, loss_fn, loss, supervision)
     init = _initial_values(scene, names, init, seed)
     truth = _truth(scene, names, true)
-    contact_note = None
+    contact_note, hold = None, None
     if stage_contact:
         warmup, contact_note = _contact_stage(scene, names, init, stage_contact, warmup,
                                               check_frame_range(frame_range, scene.frames))
+        if hold_flight and contact_note is None:
+            hold = (int(stage_contact), [n for n in names if not n.startswith("contact_")])
     stages = Stages(scene.frames, warmup, coarse_iters, frame_stride, frame_range)
     nuisance = Nuisance(scene, kinds, target, background,
                         robust_eps=ROBUST_EPS if loss == "robust" else None) if kinds else None
@@ -310,7 +326,7 @@ def estimate(
     if clash:
         raise ValueError(f"parameter names {clash} are both physical and nuisance ones")
     job = Fit(scene, target, names, init, optimizer, lr, iters, stages, blur, supervision,
-              loss_fn, tol, nuisance)
+              loss_fn, tol, nuisance, hold)
 
     calibration = job.calibrate() if not (resume and out_dir is not None
                                           and (Path(out_dir) / "state.pt").exists()) else None
@@ -337,13 +353,15 @@ def estimate(
                       else getattr(loss, "__name__", "custom"), supervision=supervision,
                       seed=seed, warmup=stages.horizons, coarse_iters=stages.coarse_iters,
                       blur=blur, tol=tol, frame_range=list(stages.range),
-                      stage_contact=stage_contact, fit=list(kinds)),
+                      stage_contact=stage_contact, hold_flight=bool(hold_flight),
+                      fit=list(kinds)),
     )
     if nuisance is not None:
         result.nuisance = nuisance.report()
         result.background = nuisance.background
         result.render = nuisance.render
-    result.warnings = _warnings(result, stages, iters)
+    # (a run that hold_flight ended after the pre-contact stage is complete)
+    result.warnings = _warnings(result, stages, iters) if hold is None or job.free() else []
     if contact_note:
         result.warnings.append(contact_note)
     result.stages = job.stage_log + [dict(stages.stage_of(max(run.iterations - 1, 0)),
@@ -396,24 +414,41 @@ def _with_mask(scene, target, mask, loss_fn, loss, supervision):
 
 def _contact_stage(scene, names, init, iters, warmup, frame_range):
     """The horizons with the pre-contact stage first, and a note when there is none."""
-    dtype = runtime.torch_dtype()
     ground = scene.sim.model.ground
     if ground is None:
         return warmup, "stage_contact: the scene has no ground; no pre-contact stage"
-    with torch.no_grad():
-        out = scene.simulate({n: torch.as_tensor(init[n], dtype=dtype) for n in names})
-        positions = scene.tracked_positions(out)
-    if not torch.isfinite(positions).all():
-        return warmup, "stage_contact: the initial guess's simulation is not finite"
-    contact = first_contact(positions, ground.height + ground.radius)
-    if contact is None:
+    contacts = []
+    for k, values in enumerate(_guess_corners(scene, names, init)):
+        with torch.no_grad():
+            out = scene.simulate({n: torch.as_tensor(v, dtype=runtime.torch_dtype(),
+                                                     device=runtime.torch_device())
+                                  for n, v in values.items()})
+            positions = scene.tracked_positions(out)
+        if not torch.isfinite(positions).all():
+            if k == 0:
+                return warmup, "stage_contact: the initial guess's simulation is not finite"
+            continue  # a range end too stiff for the substeps: not plausible
+        contacts.append(first_contact(positions, ground.height + ground.radius))
+    if contacts[0] is None:
         return warmup, ("stage_contact: nothing touches the ground at the initial guess; "
                         "no pre-contact stage")
+    contact = min(c for c in contacts if c is not None)
     last = contact - 1
     if last < frame_range[0] + 1:
         return warmup, (f"stage_contact: the first contact (frame {contact} at the initial "
                         f"guess) leaves too few frames before it; no pre-contact stage")
     return [(int(iters), last)] + list(warmup), None
+
+
+def _guess_corners(scene, names, init) -> list:
+    """The initial guess, then for each scalar unknown the guess with it at either end of
+    its range (where the earliest touch of a plausible trajectory is looked for)."""
+    out = [dict(init)]
+    for n in names:
+        spec = scene.params[n]
+        if np.ndim(init[n]) == 0 and getattr(spec, "draw_pattern", None) is None:
+            out += [{**init, n: np.float64(v)} for v in (spec.low, spec.high)]
+    return out
 
 
 def _contact_pull(flight: dict, final: dict) -> list:

@@ -40,7 +40,7 @@ class Fit:
     kept = "estimate"
 
     def __init__(self, scene, target, names, init, optimizer, lr, iters, stages, blur,
-                 supervision, loss_fn, tol, nuisance=None):
+                 supervision, loss_fn, tol, nuisance=None, hold=None):
         self.name = f"estimate {scene.name}"
         self.scene, self.target, self.names, self.init = scene, target, names, init
         self.stages, self.blur, self.supervision = stages, blur, supervision
@@ -55,6 +55,11 @@ class Fit:
         # camera, background, appearance (gradsim_taichi.nuisance), learned alongside
         self.nuisance = nuisance
         self.learned = {**self.u, **(nuisance.params if nuisance is not None else {})}
+        self.lr, self.iters = lr, iters
+        # (iteration, names): from that iteration on, those values are held (the
+        # pre-contact stage's estimates, estimate(hold_flight=True))
+        self.hold_at, self.held = hold if hold is not None else (None, ())
+        self.holding = False
         self.opt = Optimiser(optimizer, list(self.learned.values()), lr, iters)
         # The loss is divided by its first value in each stage: L-BFGS's curvature test
         # uses an absolute threshold (1e-10) that tiny pixel losses would never pass.
@@ -208,6 +213,8 @@ class Fit:
         if self.stages.starts_new_objective(it):
             self.stage_log.append(dict(self.stages.stage_of(it - 1), end_iteration=it,
                                        params=plain_values(self.values())))
+            if it == self.hold_at:
+                self._hold()
             self.opt.restart()
             self.scale, self.still, self.last_loss = None, 0, None
         self.rendered = None
@@ -240,7 +247,20 @@ class Fit:
         self.still = self.still + 1 if moved <= self.tol and same_loss else 0
         self.last_loss = normalised_loss
 
+    def free(self) -> list:
+        """The names learned after the values in :attr:`held` are held."""
+        return [n for n in self.learned if n not in self.held]
+
+    def _hold(self):
+        self.opt = Optimiser(self.kind, [self.learned[n] for n in self.free()], self.lr,
+                             self.iters)
+        self.holding = True
+
     def converged(self, it, record):
+        if self.hold_at is not None and it + 1 == self.hold_at and not self.free():
+            return (f"the pre-contact stage determined every unknown "
+                    f"({', '.join(self.held)}); with hold_flight the frames with contact "
+                    "have nothing left to fit")
         if self.tol > 0 and self.stages.final(it) and self.still >= CONVERGED_PATIENCE:
             return (f"converged at iteration {it}: for {self.still} iterations no value "
                     f"moved by more than {self.tol:g} (relative) and the loss did not "
@@ -261,7 +281,8 @@ class Fit:
 
     def state_dict(self):
         return {"names": self.names, "u": self.snapshot(), "optimizer": self.opt.state_dict(),
-                "init": self.init, "loss_scale": self.scale, "stages": self.stage_log}
+                "init": self.init, "loss_scale": self.scale, "stages": self.stage_log,
+                "holding": self.holding}
 
     def load_state_dict(self, state):
         if not isinstance(state, dict) or state.get("names") != self.names:
@@ -275,6 +296,8 @@ class Fit:
         if any(shapes[n] != tuple(t.shape) for n, t in self.learned.items()):
             raise StateError(f"its parameter shapes {shapes} do not fit this scene")
         self.restore(state["u"])
+        if state.get("holding"):
+            self._hold()
         self.opt.load_state_dict(state["optimizer"])
         self.init, self.scale = state["init"], state["loss_scale"]
         self.stage_log = list(state.get("stages", []))

@@ -23,6 +23,14 @@ that the optimiser learns together with the physical ones; none changes the simu
   ``ambient`` and ``light_intensity`` (the scene's ambient and directional light, from
   their declared values) and ``light_direction`` (two offsets of the directional light's
   direction across itself, from 0).
+- ``shadow``: the simulated objects cast a shadow on the ground plane along the
+  directional light (the appearance's direction when that is fitted too): their meshes
+  projected onto the ground, drawn as coverage, blurred by ``shadow_blur`` pixels (a
+  Gaussian's standard deviation, from 1; the penumbra of an area light or a soft
+  renderer) and darkening what lies behind the objects by the factor
+  ``1 - shadow_strength * coverage`` (from 0: no shadow). A shadow that moves with the
+  object is what a static background cannot take in; the robust loss only down-weights
+  it.
 
 The uncertainty reported at the end is that of the physical parameters with the
 nuisance ones held at their estimates.
@@ -37,12 +45,16 @@ import torch
 from gradsim_taichi import runtime
 from gradsim_taichi.render import AmbientLight, Camera, DirectionalLight, SoftRasterizer
 
-KINDS = ("camera", "background", "appearance")
+KINDS = ("camera", "background", "appearance", "shadow")
 
 # weight (in frames) of the temporal median in the background's least-squares solve
 BACKGROUND_PRIOR = 1e-2
 # reweighting steps of that solve under the robust loss (estimate(loss="robust"))
 ROBUST_STEPS = 5
+# the shadow's blur (pixels): its initial standard deviation, the least and the most
+# used (sqrt(b^2 + least^2), so the gradient never vanishes near 0; capped at the most,
+# within the kernel's half-width SHADOW_RADIUS)
+SHADOW_BLUR0, SHADOW_BLUR_RANGE, SHADOW_RADIUS = 1.0, (0.3, 5.0), 12
 
 
 def parse_fit(fit) -> tuple:
@@ -116,6 +128,14 @@ class Nuisance:
             self.params["ambient"] = learned(float(self.ambient.intensity))
             self.params["light_intensity"] = learned(float(self.sun.intensity))
             self.params["light_direction"] = learned([0.0, 0.0])
+        if "shadow" in self.kinds:
+            ground = scene.sim.model.ground if scene.sim is not None else None
+            if self.sun is None or ground is None:
+                raise ValueError("fit 'shadow' needs a directional light and a ground plane "
+                                 "(the shadow is cast along the light onto the ground)")
+            self.ground_height = ground.height
+            self.params["shadow_strength"] = learned(0.0)
+            self.params["shadow_blur"] = learned(SHADOW_BLUR0)
         self.target = target[..., :3]
         self.plate = None
         self.background = None  # the last background used (for the report)
@@ -152,11 +172,11 @@ class Nuisance:
         return Camera.from_extrinsic(T, fx, fy, cx, cy, cam.width, cam.height, cam.near,
                                      cam.far)
 
-    def lights(self) -> list:
-        lights = self.scene.renderer.lights
+    def light_direction(self) -> torch.Tensor:
+        """The directional light's direction of travel (with the fitted offsets)."""
+        d0 = self.sun.direction.detach().to(runtime.torch_dtype())
         if "appearance" not in self.kinds:
-            return lights
-        d0 = self.sun.direction.detach().to(self.params["ambient"])
+            return d0
         d0 = d0 / d0.norm()
         # two unit vectors across the light's direction
         helper = torch.zeros_like(d0)
@@ -165,7 +185,13 @@ class Nuisance:
         e1 = e1 / e1.norm()
         e2 = torch.linalg.cross(d0, e1)
         off = self.params["light_direction"]
-        direction = d0 + off[0] * e1 + off[1] * e2
+        return d0 + off[0] * e1 + off[1] * e2
+
+    def lights(self) -> list:
+        lights = self.scene.renderer.lights
+        if "appearance" not in self.kinds:
+            return lights
+        direction = self.light_direction()
         out = []
         for lt in lights:
             if lt is self.ambient:
@@ -190,12 +216,29 @@ class Nuisance:
                               gamma=r.gamma, threshold=r.threshold, eps=r.eps,
                               background=background)
 
-    def solve_background(self, rgb0, alpha, frame_ids) -> torch.Tensor:
+    def shadow(self, camera, meshes, verts, moving) -> torch.Tensor:
+        """The darkening factor ``[F, H, W, 1]`` of what lies behind the objects: 1 where
+        no shadow falls (1 everywhere without the kind ``shadow``)."""
+        if "shadow" not in self.kinds:
+            return torch.ones((), dtype=runtime.torch_dtype(), device=runtime.torch_device())
+        d = self.light_direction()
+        if float(d[1].detach()) > -0.05 * float(d.detach().norm()):
+            raise ValueError("fit 'shadow': the directional light must shine downwards "
+                             f"(direction {d.detach().tolist()}) to cast a shadow on the "
+                             "ground")
+        h = self.ground_height
+        # each vertex moved along the light onto the ground plane y = h
+        flat = [verts[k] - ((verts[k][..., 1:2] - h) / d[1]) * d for k in moving]
+        r = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
+        cover = _gaussian_blur(r(flat)[..., 3], self.params["shadow_blur"])
+        return (1.0 - self.params["shadow_strength"] * cover)[..., None]
+
+    def solve_background(self, rgb0, w, frame_ids) -> torch.Tensor:
         """The background ``[H, W, 3]`` that best explains the compared frames given the
-        objects' premultiplied colour ``rgb0`` and coverage ``alpha`` (or the plate)."""
+        objects' premultiplied colour ``rgb0`` and the weight ``w`` the background shows
+        with (``1 - coverage``, darkened by the shadow), or the plate."""
         if self.plate is not None:
             return self.plate
-        w = 1.0 - alpha
         data = self.target[torch.as_tensor(frame_ids, device=self.target.device)] - rgb0
         c = torch.ones_like(data)
         for _ in range(1 + (ROBUST_STEPS if self.robust_eps else 0)):
@@ -219,19 +262,26 @@ class Nuisance:
         verts = scene.posed_vertices(outputs, frame_ids)
         camera, lights, meshes = self.camera(), self.lights(), self.meshes()
         moving = [k for k, p in enumerate(scene.parts) if p.static_vertices is None]
+        if not moving and ("background" in self.kinds or "shadow" in self.kinds):
+            raise ValueError(f"fit {','.join(self.kinds)} needs simulated objects to draw")
+        shade = self.shadow(camera, meshes, verts, moving)
         if "background" not in self.kinds:
             r = self._renderer(camera, meshes, lights, scene.renderer.background)
             cov = None
-            if coverage and moving:
+            if (coverage or "shadow" in self.kinds) and moving:
                 cov = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
-            return scene.render_with(r, cov, verts, coverage)
-        if not moving:
-            raise ValueError("fit 'background' needs simulated objects to draw over it")
+            if "shadow" not in self.kinds:
+                return scene.render_with(r, cov, verts, coverage)
+            out = scene.render_with(r, cov, verts, True)
+            alpha = out[..., 3:]
+            # the stage darkened where the shadow falls and no object covers it
+            rgb = out[..., :3] * (1.0 - (1.0 - shade) * (1.0 - alpha))
+            return torch.cat([rgb, alpha if coverage else torch.ones_like(alpha)], -1)
         r = self._renderer(camera, [meshes[k] for k in moving], lights, (0.0, 0.0, 0.0))
         out = r([verts[k] for k in moving])
         alpha = out[..., 3:]
-        rgb = out[..., :3] + (1.0 - alpha) * self.solve_background(out[..., :3], alpha,
-                                                                   frame_ids)
+        w = (1.0 - alpha) * shade
+        rgb = out[..., :3] + w * self.solve_background(out[..., :3], w, frame_ids)
         return torch.cat([rgb, alpha if coverage else torch.ones_like(alpha)], -1)
 
     def report(self) -> dict:
@@ -243,3 +293,17 @@ class Nuisance:
                 "source": "plate" if self.plate is not None else "solved per pixel",
                 "mean_rgb": self.background.mean((0, 1)).cpu().tolist()}
         return out
+
+
+def _gaussian_blur(images: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+    """``images [F, H, W]`` blurred by a Gaussian of standard deviation ``sigma`` pixels
+    (a tensor: differentiable in it; see :data:`SHADOW_BLUR_RANGE`), edges replicated."""
+    lo, hi = SHADOW_BLUR_RANGE
+    s = torch.sqrt(sigma * sigma + lo * lo).clamp(max=hi)
+    x = torch.arange(-SHADOW_RADIUS, SHADOW_RADIUS + 1, dtype=images.dtype,
+                     device=images.device)
+    k = torch.exp(-0.5 * (x / s) ** 2)
+    k = k / k.sum()
+    pad = torch.nn.functional.pad(images[:, None], (SHADOW_RADIUS,) * 4, mode="replicate")
+    out = torch.nn.functional.conv2d(pad, k.reshape(1, 1, 1, -1))
+    return torch.nn.functional.conv2d(out, k.reshape(1, 1, -1, 1))[:, 0]

@@ -305,20 +305,25 @@ def test_frame_range_fits_only_those_frames(scene):
 
 
 def test_contact_stage_fits_the_flight_before_the_first_touch():
-    """The pre-contact stage ends one frame before the initial guess's body first comes
-    within 1% of its size of the ground; the report keeps the estimate after each stage;
-    the preset's own target is still recovered to rounding."""
+    """The pre-contact stage ends one frame before the body first comes within 1% of its
+    size of the ground, at the initial guess or at either end of the mass's range
+    (whichever is earliest); the report keeps the estimate after each stage; the
+    preset's own target is still recovered to rounding."""
     from gradsim_taichi.objectives import first_contact
 
     scene = _rigid(frames=20)
     target = render_target(scene)
     r = estimate(scene, target, stage_contact=3, seed=1, progress=False, uncertainty=False)
-    with torch.no_grad():
-        guess = scene.tracked_positions(scene.simulate(
-            {"mass": torch.tensor(float(r.init["mass"]), dtype=torch.float64)}))
-    contact = first_contact(guess, 0.0)
-    assert 3 < contact < 20
-    assert guess[:contact, :, 1].min() > 0.0  # nothing touches before it
+    spec = scene.params["mass"]
+    contacts = []
+    for mass in (float(r.init["mass"]), spec.low, spec.high):
+        with torch.no_grad():
+            x = scene.tracked_positions(scene.simulate(
+                {"mass": torch.tensor(mass, dtype=torch.float64)}))
+        contacts.append(first_contact(x, 0.0))
+        assert x[:contacts[-1], :, 1].min() > 0.0  # nothing touches before it
+    contact = min(contacts)
+    assert 3 < contact < 20 and len(set(contacts)) > 1  # the range ends matter here
     first = r.stages[0]
     assert (first["last_frame"], first["end_iteration"]) == (contact - 1, 3)
     assert abs(first["params"]["mass"] - 4.0) < abs(float(r.init["mass"]) - 4.0) / 10
@@ -345,6 +350,41 @@ def test_contact_stage_warns_when_contact_frames_pull_the_estimate_away():
     r = estimate(scene, target, frame_range=(0, last), warmup=(0, 0), seed=1,
                  progress=False, uncertainty=False)
     assert r.errors()["mass"]["rel_err"] < 1e-6
+
+
+def test_hold_flight_keeps_the_flight_estimate_through_the_contact_frames():
+    """The same mismatched contact: with hold_flight the mass keeps its pre-contact
+    estimate (nothing else to fit: the run ends there, complete); with the contact
+    parameters unknown too, only they move on the contact frames."""
+    from gradsim_taichi.scenes import make_scene
+
+    other = make_scene("rigid-mass", frames=20, width=32, height=32,
+                       contact=dict(ke=5e3, kd=50.0, kf=100.0, mu=0.8))
+    other.build()
+    target = render_target(other)
+    scene = _rigid(frames=20)
+    r = estimate(scene, target, stage_contact=4, hold_flight=True, seed=1, progress=False,
+                 uncertainty=False)
+    assert r.iterations == 4 and "nothing left to fit" in r.message
+    assert r.stages[-1]["last_frame"] < 20 and r.settings["hold_flight"] is True
+    assert r.errors()["mass"]["rel_err"] < 1e-4 and not r.warnings
+
+    other = make_scene("rigid-contact", frames=20, width=32, height=32,
+                       contact=dict(ke=5e3, kd=50.0, kf=100.0, mu=0.4))
+    other.build()
+    target = render_target(other)
+    scene = make_scene("rigid-contact", frames=20, width=32, height=32)
+    scene.build()
+    r = estimate(scene, target, params=["mass", "contact_kd"], init={"contact_kd": 100.0},
+                 stage_contact=4, hold_flight=True, warmup=(0, 0), iters=12, seed=1,
+                 optimizer="lbfgs", progress=False, uncertainty=False)
+    flight, final = r.stages[0]["params"], r.stages[-1]["params"]
+    assert abs(flight["contact_kd"] - 100.0) < 1e-9 and final["mass"] == flight["mass"]
+    # fitted on the contact frames, towards the truth (50; weakly seen in 20 frames)
+    assert final["contact_kd"] < 99.5
+    assert r.history[-1]["loss"] < 0.9 * r.history[4]["loss"]
+    with pytest.raises(ValueError, match="give stage_contact"):
+        estimate(scene, target, hold_flight=True, progress=False)
 
 
 @pytest.mark.parametrize("name, frames, warmup", [  # ~20-30 s each on 2 busy cores

@@ -36,20 +36,29 @@ def test_parse_fit():
     assert parse_fit(["background"]) == ("background",)
     with pytest.raises(ValueError, match="unknown kind 'lights'"):
         parse_fit("camera,lights")
-    assert set(KINDS) == {"camera", "background", "appearance"}
+    assert set(KINDS) == {"camera", "background", "appearance", "shadow"}
 
 
-@pytest.mark.parametrize("mode", ["antialias", "soft"])
-def test_every_nuisance_gradient_matches_central_differences(mode):
+# away from the defaults, so that every parameter's derivative is generic
+GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02, 0.01, -0.03],
+           "albedo_gain": [0.9, 1.1, 1.05], "ambient": 0.45, "light_intensity": 0.55,
+           "light_direction": [0.1, -0.05], "shadow_strength": 0.4, "shadow_blur": 1.3}
+
+
+@pytest.mark.parametrize("mode, kinds, rtol", [
+    ("antialias", ("camera", "appearance", "shadow"), 1e-5),
+    ("soft", ("camera", "appearance", "shadow"), 1e-5),
+    # (the solved background follows the shadow: its least squares in the derivative)
+    ("antialias", ("background", "shadow"), 1e-4),
+])
+def test_every_nuisance_gradient_matches_central_differences(mode, kinds, rtol):
     scene = _scene(mode)
     out = _truth_outputs(scene)
     target = scene.render(out)
-    nu = Nuisance(scene, ("camera", "appearance"), target)
-    # away from the defaults, so that every parameter's derivative is generic
+    nu = Nuisance(scene, kinds, target)
     with torch.no_grad():
-        for t, v in zip(nu.params.values(), ([0.01, -0.02, 0.005], [0.02, 0.01, -0.03],
-                                                    [0.9, 1.1, 1.05], 0.45, 0.55, [0.1, -0.05])):
-            t.copy_(torch.as_tensor(v, dtype=f64))
+        for name, t in nu.params.items():
+            t.copy_(torch.as_tensor(GENERIC[name], dtype=f64))
     w = torch.rand(target.shape, generator=torch.Generator().manual_seed(0), dtype=f64)
 
     def loss():
@@ -69,7 +78,39 @@ def test_every_nuisance_gradient_matches_central_differences(mode):
         num = float((lp - lm) / (2 * h))
         ana = float((t.grad * d).sum())
         assert abs(num) > 1e-6, name
-        assert abs(ana - num) <= 1e-5 * abs(num), (name, ana, num)
+        assert abs(ana - num) <= rtol * abs(num), (name, ana, num)
+
+
+@pytest.mark.parametrize("direction", [(0.0, -1.0, 0.0), (0.3, -1.0, -0.6)])
+def test_the_shadow_falls_along_the_light_onto_the_ground(direction):
+    """A body in the air: the ground pixel that the light carries its centre onto is in
+    full shadow (darkened by the strength), the pixel of a ground point 0.4 m beside it
+    is not; the darkening is 1 - strength times the shadow's coverage there."""
+    from gradsim_taichi.render import DirectionalLight
+
+    scene = _scene(size=48, frames=1)
+    scene.renderer.lights = [lt if not isinstance(lt, DirectionalLight) else
+                             DirectionalLight(direction, lt.intensity, lt.color)
+                             for lt in scene.renderer.lights]
+    out = _truth_outputs(scene)
+    nu = Nuisance(scene, ("shadow",), scene.render(out))
+    with torch.no_grad():
+        nu.params["shadow_strength"].fill_(0.6)
+        nu.params["shadow_blur"].fill_(0.5)
+        verts = scene.posed_vertices(out)
+        moving = [k for k, p in enumerate(scene.parts) if p.static_vertices is None]
+        shade = nu.shadow(scene.camera, nu.meshes(), verts, moving)[0, ..., 0]
+    centre = verts[moving[0]][0].mean(0)
+    assert centre[1] > 0.2  # in the air
+    d = torch.as_tensor(direction, dtype=f64)
+    on_ground = centre - centre[1] / d[1] * d
+    beside = on_ground + torch.tensor([0.4, 0.0, 0.0], dtype=f64)
+    uv = scene.camera.project(torch.stack([on_ground, beside]))[0]  # pixel centres: +0.5
+    (u0, v0), (u1, v1) = uv.floor().long().tolist()
+    # (within the blur's tail from the shadow's edge, pixels away)
+    assert abs(float(shade[v0, u0]) - 0.4) < 0.01
+    assert abs(float(shade[v1, u1]) - 1.0) < 0.01
+    assert float(shade.min()) >= 0.4 - 1e-9 and float(shade.max()) <= 1.0 + 1e-9
 
 
 def test_background_is_the_least_squares_image_and_passes_gradients(monkeypatch):

@@ -78,6 +78,11 @@ def add_estimate_parser(sub, help_line: str) -> None:
     p.add_argument("--stage-contact", type=int, nargs="?", const=-1, default=0, metavar="N",
                    help="a first stage of N iterations (default: a third of --iters) on the "
                         "frames before the first ground contact at the initial guess")
+    p.add_argument("--hold-flight", action="store_true",
+                   help="with --stage-contact: keep the pre-contact stage's estimates of "
+                        "everything but the contact parameters; the frames with contact "
+                        "fit only those (for a video whose contact the model may not "
+                        "match: another engine's, a real floor)")
     p.add_argument("--restarts", type=int, default=1, metavar="K",
                    help="K estimations from guesses drawn with seeds SEED..SEED+K-1: the "
                         "lowest loss is reported, all are recorded, and a warning says "
@@ -87,7 +92,8 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "camera (a small pose correction), background (a static image behind "
                         "the objects instead of the stage: solved per pixel, or "
                         "--background-plate), appearance (object albedo, ambient and "
-                        "directional light)")
+                        "directional light), shadow (the objects' shadow on the ground along "
+                        "the light: its strength and blur)")
     p.add_argument("--render", choices=["soft", "antialias"], default=None,
                    help="the model's image: antialias (the nearest surface wins, edges "
                         "anti-aliased, like an ordinary renderer or a camera; the default "
@@ -190,6 +196,9 @@ def cmd_estimate(args) -> int:
         target = (render_target(scene, args.supervision) if target_video is None
                   else target_video)
         stage_contact = args.stage_contact
+        if args.hold_flight and not stage_contact:
+            raise CLIError("--hold-flight holds the pre-contact stage's estimates: give "
+                           "--stage-contact too")
         if stage_contact == -1:
             stage_contact = max(2, (args.iters or scene.iters) // 3)
         try:
@@ -201,7 +210,8 @@ def cmd_estimate(args) -> int:
                 resume=args.resume, progress=not args.quiet,
                 true=truth if args.target is not None else None,
                 loss=loss_fn, mask=mask, frame_range=frame_range,
-                stage_contact=stage_contact, restarts=args.restarts, fit=fit or None,
+                stage_contact=stage_contact, hold_flight=args.hold_flight,
+                restarts=args.restarts, fit=fit or None,
                 background=mask_source[0, ..., :3] if plate_as_background else None)
         except ValueError as e:
             raise CLIError(str(e)) from None
