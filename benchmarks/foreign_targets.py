@@ -67,6 +67,7 @@ from foreign_engines import (  # noqa: E402
 )
 
 CONTACT_STAGE = 4  # iterations of the pre-contact stage
+HOLD_STAGE = 12  # ... when its estimate is held (hold_flight): run it to convergence
 RESTARTS = 3
 NA = "n/a (option not available)"
 
@@ -140,6 +141,18 @@ def options(case, target, plate, scene, contact):
         "antialias + fit=background + robust + frame_range": (
             dict(aa, fit="background", loss="robust", iters=30, frame_range=(0, contact - 1),
                  warmup=(0, 0)) if aa is not None and fit and contact else None),
+        # the shadow the body casts, modelled (issue 20)
+        "antialias + fit=background,shadow + robust": (
+            dict(aa, fit="background,shadow", loss="robust", iters=30)
+            if aa is not None and fit else None),
+        # the flight's estimate held through the contact frames (issue 14)
+        f"antialias + fit=background,appearance + stage_contact={HOLD_STAGE} + hold_flight": (
+            dict(aa, fit="background,appearance", stage_contact=HOLD_STAGE, hold_flight=True,
+                 iters=HOLD_STAGE + 10) if aa is not None and fit else None),
+        f"antialias + fit=background,appearance,shadow + stage_contact={HOLD_STAGE} + "
+        "hold_flight": (
+            dict(aa, fit="background,appearance,shadow", stage_contact=HOLD_STAGE,
+                 hold_flight=True, iters=HOLD_STAGE + 10) if aa is not None and fit else None),
     }
     if case == "camera":
         out["fit=camera"] = dict(fit="camera") if fit else None

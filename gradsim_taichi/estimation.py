@@ -237,7 +237,8 @@ def estimate(
         hold_flight: with ``stage_contact``: the unknowns the flight shows (all but the
             ground contact's ``contact_*``) keep their pre-contact estimates, and the
             frames with contact fit only the contact parameters (and the nuisance
-            ones); with none of those the run ends after the pre-contact stage. For a
+            ones); without unknown contact parameters the run ends after the
+            pre-contact stage (the nuisance ones keep their flight estimates). For a
             video whose contact the model may not match (another engine's, a real
             floor): its contact frames then cannot pull the estimate away.
         restarts: run this many estimations from initial guesses drawn with seeds
@@ -361,7 +362,8 @@ def estimate(
         result.background = nuisance.background
         result.render = nuisance.render
     # (a run that hold_flight ended after the pre-contact stage is complete)
-    result.warnings = _warnings(result, stages, iters) if hold is None or job.free() else []
+    ended = hold is not None and not set(job.free()) & set(names)
+    result.warnings = [] if ended else _warnings(result, stages, iters)
     if contact_note:
         result.warnings.append(contact_note)
     result.stages = job.stage_log + [dict(stages.stage_of(max(run.iterations - 1, 0)),

@@ -82,6 +82,17 @@ def render_for(own_video: bool, render: str | None = None) -> str | None:
     return render or ("antialias" if own_video else None)
 
 
+# initial guesses of an estimation from a video the engine did not make: its loss can
+# have several minima (a path-traced cone had two), which only disagreeing restarts show
+OWN_VIDEO_RESTARTS = 3
+
+
+def restarts_for(own_video: bool, restarts: int | None = None) -> int:
+    """The restarts of an estimation: ``restarts`` if given, :data:`OWN_VIDEO_RESTARTS`
+    for a video the engine did not make, else 1."""
+    return restarts if restarts is not None else (OWN_VIDEO_RESTARTS if own_video else 1)
+
+
 def estimate_into(out_dir, scene: Scene, target=None, settings: dict | None = None,
                   supervision: str = "video", render: str | None = None, **options):
     """One estimation as the ``estimate`` command runs it: the target (``None``: rendered

@@ -257,7 +257,8 @@ class Fit:
         self.holding = True
 
     def converged(self, it, record):
-        if self.hold_at is not None and it + 1 == self.hold_at and not self.free():
+        if (self.hold_at is not None and it + 1 == self.hold_at
+                and not set(self.free()) & set(self.names)):
             return (f"the pre-contact stage determined every unknown "
                     f"({', '.join(self.held)}); with hold_flight the frames with contact "
                     "have nothing left to fit")

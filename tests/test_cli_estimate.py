@@ -155,6 +155,10 @@ def test_a_users_target_reports_no_truth_unless_given(tmp_path, capsys):
     assert main(argv) == 0
     report = json.loads((out / "report.json").read_text())
     assert "true" not in report["params"]["mass"] and "rel_err" not in report["params"]["mass"]
+    # a video the engine did not make: three initial guesses by default, antialiased
+    assert report["settings"]["restarts"] == 3 and len(report["restarts"]) == 3
+    assert report["settings"]["render"] == "antialias"
+    argv += ["--restarts", "1"]
     assert "rel.err" not in capsys.readouterr().out
     assert main([*argv, "--true", "mass=6"]) == 0
     mass = json.loads((out / "report.json").read_text())["params"]["mass"]
@@ -195,6 +199,9 @@ def test_compare_video_runs_at_the_scene_rate_with_four_labelled_panels(tmp_path
         (["--mask-erode", "1"], "--loss mse does not use a mask"),
         (["--loss", "masked", "--mask-erode", "-1"], "mask erosion must be an integer"),
         (["--loss", "masked", "--silhouette-weight", "-1"], "must be a number >= 0"),
+        (["--hold-flight"], "--hold-flight holds the pre-contact stage's estimates: give "
+                            "--stage-contact too"),
+        (["--fit", "shadow,ghosts"], "unknown kind 'ghosts'"),
     ],
 )
 def test_bad_own_video_arguments_exit_2_with_a_message(extra, message, capsys, tmp_path):
@@ -234,7 +241,7 @@ def test_background_plate_and_cone_shape_recover_the_mass(tmp_path, capsys):
     out = tmp_path / "run"
     # (--render soft: the clip is the preset's own soft render)
     assert main(["estimate", "rigid-mass", "--shape", "cone", "--target", str(target),
-                 "--render", "soft",
+                 "--render", "soft", "--restarts", "1",
                  "--true", "mass=4", "--background-plate", str(plate), "--iters", "6",
                  "--out", str(out), *SMALL]) == 0
     report = json.loads((out / "report.json").read_text())

@@ -376,7 +376,8 @@ def test_cli_estimate_from_a_scene_file_and_a_video(tmp_path, capsys):
     out = tmp_path / "run"
     # (--render soft: the clip is the scene's own soft render)
     assert main(["estimate", "--scene", str(path), "--target", str(tmp_path / "clip"),
-                 "--render", "soft", "--true", "mass=4", "--iters", "6", "--out", str(out),
+                 "--render", "soft", "--restarts", "1", "--true", "mass=4", "--iters", "6",
+                 "--out", str(out),
                  "--quiet",
                  "--arch", TEST_ARCH]) == 0
     report = json.loads((out / "report.json").read_text())

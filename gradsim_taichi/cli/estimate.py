@@ -83,10 +83,10 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "everything but the contact parameters; the frames with contact "
                         "fit only those (for a video whose contact the model may not "
                         "match: another engine's, a real floor)")
-    p.add_argument("--restarts", type=int, default=1, metavar="K",
+    p.add_argument("--restarts", type=int, default=None, metavar="K",
                    help="K estimations from guesses drawn with seeds SEED..SEED+K-1: the "
                         "lowest loss is reported, all are recorded, and a warning says "
-                        "when they disagree")
+                        "when they disagree (default: 3 with --target, else 1)")
     p.add_argument("--fit", default=None, metavar="KINDS",
                    help="nuisance parameters learned with the physical ones, comma-separated: "
                         "camera (a small pose correction), background (a static image behind "
@@ -106,11 +106,11 @@ def add_estimate_parser(sub, help_line: str) -> None:
 
 def cmd_estimate(args) -> int:
     from gradsim_taichi.estimation import render_target, render_target_mask
-    from gradsim_taichi.estimation_outputs import estimate_into, render_for
+    from gradsim_taichi.estimation_outputs import estimate_into, render_for, restarts_for
 
     check_run_args(args)
     frame_range = _parse_frame_range(args.frame_range)
-    if args.restarts < 1:
+    if args.restarts is not None and args.restarts < 1:
         raise CLIError(f"--restarts must be a positive integer; got {args.restarts}")
     if args.stage_contact < -1:  # (-1: the flag without a number)
         raise CLIError(f"--stage-contact must be a positive number of iterations; got "
@@ -211,7 +211,8 @@ def cmd_estimate(args) -> int:
                 true=truth if args.target is not None else None,
                 loss=loss_fn, mask=mask, frame_range=frame_range,
                 stage_contact=stage_contact, hold_flight=args.hold_flight,
-                restarts=args.restarts, fit=fit or None,
+                restarts=restarts_for(target_video is not None, args.restarts),
+                fit=fit or None,
                 background=mask_source[0, ..., :3] if plate_as_background else None)
         except ValueError as e:
             raise CLIError(str(e)) from None
