@@ -437,8 +437,8 @@ def _contact_stage(scene, names, init, iters, warmup, frame_range):
     contact = min(c for c in contacts if c is not None)
     last = contact - 1
     if last < frame_range[0] + 1:
-        return warmup, (f"stage_contact: the first contact (frame {contact} at the initial "
-                        f"guess) leaves too few frames before it; no pre-contact stage")
+        return warmup, (f"stage_contact: the first contact (frame {contact}, the earliest "
+                        f"over the guesses) leaves too few frames before it; no pre-contact stage")
     return [(int(iters), last)] + list(warmup), None
 
 

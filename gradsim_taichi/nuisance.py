@@ -25,12 +25,12 @@ that the optimiser learns together with the physical ones; none changes the simu
   direction across itself, from 0).
 - ``shadow``: the simulated objects cast a shadow on the ground plane along the
   directional light (the appearance's direction when that is fitted too): their meshes
-  projected onto the ground, drawn as coverage, blurred by ``shadow_blur`` pixels (a
-  Gaussian's standard deviation, from 1; the penumbra of an area light or a soft
-  renderer) and darkening what lies behind the objects by the factor
+  projected onto the ground, drawn as coverage, blurred by :data:`SHADOW_BLUR` pixels
+  and darkening what lies behind the objects by the factor
   ``1 - shadow_strength * coverage`` (from 0: no shadow). A shadow that moves with the
   object is what a static background cannot take in; the robust loss only down-weights
-  it.
+  it. (The blur is not learned: with it learned too, the fit found a sharp, faint
+  shadow or a wide, dark one depending on the initial guess, and the mass followed.)
 
 The uncertainty reported at the end is that of the physical parameters with the
 nuisance ones held at their estimates.
@@ -43,6 +43,7 @@ import copy
 import torch
 
 from gradsim_taichi import runtime
+from gradsim_taichi.objectives import blur_frames
 from gradsim_taichi.render import AmbientLight, Camera, DirectionalLight, SoftRasterizer
 
 KINDS = ("camera", "background", "appearance", "shadow")
@@ -51,10 +52,9 @@ KINDS = ("camera", "background", "appearance", "shadow")
 BACKGROUND_PRIOR = 1e-2
 # reweighting steps of that solve under the robust loss (estimate(loss="robust"))
 ROBUST_STEPS = 5
-# the shadow's blur (pixels): its initial standard deviation, the least and the most
-# used (sqrt(b^2 + least^2), so the gradient never vanishes near 0; capped at the most,
-# within the kernel's half-width SHADOW_RADIUS)
-SHADOW_BLUR0, SHADOW_BLUR_RANGE, SHADOW_RADIUS = 1.0, (0.3, 5.0), 12
+# the shadow's blur: a Gaussian's standard deviation in pixels (a directional light's
+# shadow is sharp; the renderer anti-aliases its edge already)
+SHADOW_BLUR = 0.5
 
 
 def parse_fit(fit) -> tuple:
@@ -135,7 +135,6 @@ class Nuisance:
                                  "(the shadow is cast along the light onto the ground)")
             self.ground_height = ground.height
             self.params["shadow_strength"] = learned(0.0)
-            self.params["shadow_blur"] = learned(SHADOW_BLUR0)
         self.target = target[..., :3]
         self.plate = None
         self.background = None  # the last background used (for the report)
@@ -230,8 +229,8 @@ class Nuisance:
         # each vertex moved along the light onto the ground plane y = h
         flat = [verts[k] - ((verts[k][..., 1:2] - h) / d[1]) * d for k in moving]
         r = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
-        cover = _gaussian_blur(r(flat)[..., 3], self.params["shadow_blur"])
-        return (1.0 - self.params["shadow_strength"] * cover)[..., None]
+        cover = blur_frames(r(flat)[..., 3:], SHADOW_BLUR)
+        return 1.0 - self.params["shadow_strength"] * cover
 
     def solve_background(self, rgb0, w, frame_ids) -> torch.Tensor:
         """The background ``[H, W, 3]`` that best explains the compared frames given the
@@ -294,16 +293,3 @@ class Nuisance:
                 "mean_rgb": self.background.mean((0, 1)).cpu().tolist()}
         return out
 
-
-def _gaussian_blur(images: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-    """``images [F, H, W]`` blurred by a Gaussian of standard deviation ``sigma`` pixels
-    (a tensor: differentiable in it; see :data:`SHADOW_BLUR_RANGE`), edges replicated."""
-    lo, hi = SHADOW_BLUR_RANGE
-    s = torch.sqrt(sigma * sigma + lo * lo).clamp(max=hi)
-    x = torch.arange(-SHADOW_RADIUS, SHADOW_RADIUS + 1, dtype=images.dtype,
-                     device=images.device)
-    k = torch.exp(-0.5 * (x / s) ** 2)
-    k = k / k.sum()
-    pad = torch.nn.functional.pad(images[:, None], (SHADOW_RADIUS,) * 4, mode="replicate")
-    out = torch.nn.functional.conv2d(pad, k.reshape(1, 1, 1, -1))
-    return torch.nn.functional.conv2d(out, k.reshape(1, 1, -1, 1))[:, 0]

@@ -42,7 +42,7 @@ def test_parse_fit():
 # away from the defaults, so that every parameter's derivative is generic
 GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02, 0.01, -0.03],
            "albedo_gain": [0.9, 1.1, 1.05], "ambient": 0.45, "light_intensity": 0.55,
-           "light_direction": [0.1, -0.05], "shadow_strength": 0.4, "shadow_blur": 1.3}
+           "light_direction": [0.1, -0.05], "shadow_strength": 0.4}
 
 
 @pytest.mark.parametrize("mode, kinds, rtol", [
@@ -96,7 +96,6 @@ def test_the_shadow_falls_along_the_light_onto_the_ground(direction):
     nu = Nuisance(scene, ("shadow",), scene.render(out))
     with torch.no_grad():
         nu.params["shadow_strength"].fill_(0.6)
-        nu.params["shadow_blur"].fill_(0.5)
         verts = scene.posed_vertices(out)
         moving = [k for k, p in enumerate(scene.parts) if p.static_vertices is None]
         shade = nu.shadow(scene.camera, nu.meshes(), verts, moving)[0, ..., 0]
