@@ -227,11 +227,11 @@ class Simulation:
         self._frames_run = frames
         out = {}
         for s in self.systems:
-            full = s.output()
+            full = engine_tensor(s.output())  # (a tensor there already: as it is)
             self._output_shapes[s.name] = tuple(full.shape)  # (backward pads to it)
             out[s.name] = full[: frames + 1]
             if hasattr(s, "velocity_output"):
-                out[s.name + "_velocity"] = s.velocity_output()[: frames + 1]
+                out[s.name + "_velocity"] = engine_tensor(s.velocity_output())[: frames + 1]
         return out
 
     def backward(self, grad_outputs: dict) -> None:
