@@ -188,4 +188,5 @@ def torch_to_field(values: torch.Tensor, field) -> None:
     dtype = to_pytorch_type(field.dtype)
     if values.dtype != dtype:
         raise TypeError(f"a tensor of dtype {values.dtype} does not fit a field of {dtype}")
-    _array_to_field(values.contiguous().reshape(_array_shape(field)), field)
+    # (detached: Taichi gives a tensor that requires grad a .grad of zeros)
+    _array_to_field(values.detach().contiguous().reshape(_array_shape(field)), field)

@@ -150,7 +150,7 @@ class Simulation:
     def _write_param(self, name: str, value: torch.Tensor) -> None:
         """Write checked values of the full shape, engine dtype and device (the torch
         bridge checks every parameter of a rollout before it writes any)."""
-        self.params[name].setter(value.contiguous())
+        self.params[name].setter(value.detach().contiguous())
         self._run_id += 1  # outputs and checkpoints of earlier runs are now stale
         self._buffer_segment = None
 
