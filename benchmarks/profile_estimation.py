@@ -8,10 +8,11 @@ and then ``estimate`` runs ``--iters`` iterations (early stop off) with the pres
 optimiser, stages and blur. The engine's
 entry points are wrapped with timers (nothing else changes):
 
-- ``sim forward`` / ``sim backward``: ``Simulation.forward`` / ``Simulation.backward``
-  (Taichi kernels and their launches);
+- ``sim forward`` / ``sim backward``: ``Simulation.forward_tensors`` /
+  ``Simulation.backward`` (Taichi kernels and their launches, the outputs' and output
+  gradients' copies between tensors and fields);
 - ``bridge``: the torch <-> Taichi side of the simulation autograd Function around them
-  (parameters in, frame outputs out, gradients back: the numpy copies);
+  (parameter checks and writes, parameter gradients back);
 - ``render forward``: ``SoftRasterizer.__call__`` (projection and shading in torch, tile
   binning, the raster kernel); ``render backward``: the raster kernel's adjoint;
 - ``loss + blur``: the blur matrices and the loss;
@@ -83,7 +84,8 @@ class Timers:
 def instrument(timers: Timers):
     """Wrap the engine's entry points; returns the undo functions."""
     return [
-        timers.wrap(simulation.Simulation, "forward", "sim forward"),
+        # (the bridge calls forward_tensors; Simulation.forward goes through it too)
+        timers.wrap(simulation.Simulation, "forward_tensors", "sim forward"),
         timers.wrap(simulation.Simulation, "backward", "sim backward"),
         timers.wrap(torch_bridge._SimulateFunction, "forward", "bridge forward", static=True),
         timers.wrap(torch_bridge._SimulateFunction, "backward", "bridge backward",

@@ -1,5 +1,7 @@
 """Kernel launching: fast launches of the kernels a time loop calls thousands of times,
-and kernels with hand-written adjoints (:class:`WithAdjoint`).
+kernels with hand-written adjoints (:class:`WithAdjoint`), and copies between fields and
+torch tensors that stay on the engine's device (:func:`field_to_torch`,
+:func:`torch_to_field`).
 
 A Taichi kernel call costs ~25 us of Python work before the kernel runs (argument
 mapping, template lookup, compile-cache lookup), more than many of a substep's kernels
@@ -11,8 +13,11 @@ messages); so does every call in debug mode, where Taichi checks after each laun
 
 import os
 
+import taichi as ti
+import torch
 from taichi.lang import impl
 from taichi.lang.kernel_impl import Kernel, _BoundedDifferentiableMethod
+from taichi.lang.util import to_pytorch_type
 from taichi.types import primitive_types
 from taichi.types.annotations import Template
 
@@ -116,3 +121,72 @@ def _launcher(bound):
     if isinstance(bound, _BoundedDifferentiableMethod):
         return Launcher(bound._primal, bound._kernel_owner)
     return bound  # anything else (a plain function) is called as it is
+
+
+# ---- torch <-> field copies -----------------------------------------------------------
+# Taichi's own field.to_torch() / from_torch() call ti.sync() after the copy (a host
+# wait on CUDA); these copy through a kernel with the tensor as an ndarray argument
+# (zero-copy: the kernel reads or writes the tensor's memory on its device, CPU or CUDA)
+# and do not wait. Scalar and vector fields; a tensor has the field's shape (plus the
+# vector axis), a 0-d scalar field is copied through a tensor of shape (1,).
+
+@ti.kernel
+def _field_to_array(field: ti.template(), arr: ti.types.ndarray()):
+    if ti.static(len(field.shape) == 0 and not hasattr(field, "n")):
+        arr[0] = field[None]
+    else:
+        for I in ti.grouped(field):
+            if ti.static(hasattr(field, "n")):
+                for j in ti.static(range(field.n)):
+                    arr[I, j] = field[I][j]
+            else:
+                arr[I] = field[I]
+
+
+@ti.kernel
+def _array_to_field(arr: ti.types.ndarray(), field: ti.template()):
+    if ti.static(len(field.shape) == 0 and not hasattr(field, "n")):
+        field[None] = arr[0]
+    else:
+        for I in ti.grouped(field):
+            if ti.static(hasattr(field, "n")):
+                for j in ti.static(range(field.n)):
+                    field[I][j] = arr[I, j]
+            else:
+                field[I] = arr[I]
+
+
+def field_shape(field) -> tuple:
+    """The shape of a scalar or vector field as a tensor: ``field.shape`` plus the vector
+    axis."""
+    if getattr(field, "m", 1) != 1:
+        raise TypeError(f"matrix fields are not supported here (got {field.n}x{field.m})")
+    return tuple(field.shape) + ((field.n,) if hasattr(field, "n") else ())
+
+
+def _array_shape(field) -> tuple:
+    shape = field_shape(field)
+    return shape if shape else (1,)
+
+
+def field_to_torch(field) -> torch.Tensor:
+    """A new tensor on the engine's device (:func:`runtime.torch_device`) holding the
+    values of ``field`` (:func:`field_shape`), copied by a kernel, no host round trip."""
+    out = torch.empty(_array_shape(field), dtype=to_pytorch_type(field.dtype),
+                      device=runtime.torch_device())
+    _field_to_array(field, out)
+    return out.reshape(field_shape(field))
+
+
+def torch_to_field(values: torch.Tensor, field) -> None:
+    """Write ``values`` (the field's dtype and :func:`field_shape`, on the engine's device)
+    into ``field`` with a kernel, no host round trip."""
+    shape = field_shape(field)
+    if tuple(values.shape) != shape:
+        raise ValueError(f"a tensor of shape {tuple(values.shape)} does not fit a field of "
+                         f"shape {shape}")
+    dtype = to_pytorch_type(field.dtype)
+    if values.dtype != dtype:
+        raise TypeError(f"a tensor of dtype {values.dtype} does not fit a field of {dtype}")
+    # (detached: Taichi gives a tensor that requires grad a .grad of zeros)
+    _array_to_field(values.detach().contiguous().reshape(_array_shape(field)), field)

@@ -1,7 +1,9 @@
 """Learnable parameters by name: one ``Param`` per named quantity of a model.
 
 A ``Param`` knows its full shape, how to write values into the Taichi fields that
-hold it and how to read back the gradient a backward pass accumulated there.
+hold it and how to read back the gradient a backward pass accumulated there. Values and
+gradients cross as torch tensors on the engine's device (``runtime.torch_device()``,
+``runtime.torch_dtype()``), copied by kernels: no numpy, no host round trip.
 Broadcasting (a global mass for every particle, one stiffness for every spring)
 is done in torch before the values reach the engine, so torch's autograd sums
 the per-element gradients back to the shape the user gave.
@@ -17,6 +19,7 @@ import taichi as ti
 import torch
 
 from gradsim_taichi import runtime
+from gradsim_taichi.kernels import field_shape, field_to_torch, torch_to_field
 
 
 @dataclass
@@ -27,9 +30,10 @@ class Param:
         name: the public name (``"mass"``, ``"contact_mu"``, ...).
         shape: the full shape the engine stores (e.g. ``(N,)`` for per-particle mass).
         doc: one line saying what it is, with units.
-        setter: writes a numpy array of ``shape`` into the engine.
-        getter: reads the current value as a numpy array of ``shape``.
-        grad_getter: reads the gradient of the last backward pass.
+        setter: writes values of ``shape`` into the engine: a torch tensor of the engine's
+            dtype and device (array-likes are converted, see :func:`engine_tensor`).
+        getter: reads the current value, a tensor of ``shape`` on the engine's device.
+        grad_getter: reads the gradient of the last backward pass, likewise.
         positive: values must be > 0 (masses, stiffnesses, lengths).
         nonnegative: values must be >= 0 (damping, friction).
     """
@@ -37,40 +41,55 @@ class Param:
     name: str
     shape: tuple
     doc: str
-    setter: Callable[[np.ndarray], None]
-    getter: Callable[[], np.ndarray]
-    grad_getter: Callable[[], np.ndarray]
+    setter: Callable[[torch.Tensor], None]
+    getter: Callable[[], torch.Tensor]
+    grad_getter: Callable[[], torch.Tensor]
     positive: bool = False
     nonnegative: bool = False
 
-    def check_values(self, values: np.ndarray) -> None:
-        """Raise ValueError for NaN/inf, or for signs the parameter does not allow."""
-        if not np.all(np.isfinite(values)):
-            bad = np.argwhere(~np.isfinite(values))[:3].tolist()
+    def check_values(self, values: torch.Tensor) -> None:
+        """Raise ValueError for NaN/inf, or for signs the parameter does not allow.
+
+        One host sync when the values are good (a single flag is read back); the message
+        is worked out only when they are not."""
+        ok = torch.isfinite(values).all()
+        if (self.positive or self.nonnegative) and values.numel():
+            ok = ok & (values.min() > 0 if self.positive else values.min() >= 0)
+        if bool(ok):
+            return
+        finite = torch.isfinite(values)
+        if not bool(finite.all()):
+            bad = torch.nonzero(~finite)[:3].tolist()
             raise ValueError(f"parameter '{self.name}' contains NaN or inf (at {bad})")
-        if self.positive and values.size and values.min() <= 0:
+        low = values.min().item()
+        if self.positive:
             raise ValueError(
-                f"parameter '{self.name}' must be > 0 everywhere; got minimum {values.min():.6g}"
+                f"parameter '{self.name}' must be > 0 everywhere; got minimum {low:.6g}"
             )
-        if self.nonnegative and values.size and values.min() < 0:
-            raise ValueError(
-                f"parameter '{self.name}' must be >= 0 everywhere; got minimum {values.min():.6g}"
-            )
+        raise ValueError(
+            f"parameter '{self.name}' must be >= 0 everywhere; got minimum {low:.6g}"
+        )
+
+
+def engine_tensor(values) -> torch.Tensor:
+    """``values`` (a tensor, array or number) as a tensor of the engine's dtype on its
+    device; a tensor already there is returned as it is (no copy)."""
+    return torch.as_tensor(values, dtype=runtime.torch_dtype(), device=runtime.torch_device())
 
 
 def field_param(name, field, doc, shape=None, positive=False, nonnegative=False) -> Param:
     """A Param stored in one Taichi field with ``needs_grad=True``."""
-    full = tuple(shape) if shape is not None else _np_shape(field)
-    dtype = runtime.np_dtype()
+    full = tuple(shape) if shape is not None else field_shape(field)
+    stored = field_shape(field)
 
     def setter(values):
-        field.from_numpy(np.ascontiguousarray(values, dtype=dtype).reshape(_np_shape(field)))
+        torch_to_field(engine_tensor(values).reshape(stored), field)
 
     def getter():
-        return field.to_numpy().reshape(full)
+        return field_to_torch(field).reshape(full)
 
     def grad_getter():
-        return field.grad.to_numpy().reshape(full)
+        return field_to_torch(field.grad).reshape(full)
 
     return Param(name, full, doc, setter, getter, grad_getter, positive, nonnegative)
 
@@ -128,13 +147,6 @@ class Learnable:
     def zero_grads(self) -> None:
         for field in self.learnable_fields():
             field.grad.fill(0)
-
-
-def _np_shape(field) -> tuple:
-    shape = tuple(field.shape)
-    if hasattr(field, "n"):
-        shape += (field.n,) if getattr(field, "m", 1) == 1 else (field.n, field.m)
-    return shape
 
 
 class ParamSet:

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from gradsim_taichi import runtime
 from gradsim_taichi.checks import STABILITY_LIMITS
 from gradsim_taichi.model import Model
-from gradsim_taichi.params import ParamSet
+from gradsim_taichi.params import ParamSet, engine_tensor
 
 
 class Simulation:
@@ -127,33 +127,48 @@ class Simulation:
 
     # ---- parameters ------------------------------------------------------------------
     def set_param(self, name: str, value) -> None:
-        """Write a parameter (numpy, torch or scalar, broadcastable to its full shape)."""
+        """Write a parameter (a torch tensor, numpy array or number, broadcastable to its
+        full shape). Tensors on another device or of another dtype are converted; a tensor
+        of the engine's dtype on its device goes to the engine without leaving it."""
         self._check_alive()
         p = self.params[name]
         if isinstance(value, torch.Tensor):
-            value = value.detach().cpu().numpy()
-        arr = np.asarray(value, dtype=np.float64)
+            value = value.detach().to(dtype=runtime.torch_dtype(),
+                                      device=runtime.torch_device())
+        else:
+            value = engine_tensor(np.asarray(value, dtype=np.float64))
         try:
-            arr = np.broadcast_to(arr, p.shape)
-        except ValueError:
+            value = value.expand(p.shape)
+        except RuntimeError:
             raise ValueError(
-                f"parameter '{name}' has shape {arr.shape}, which does not broadcast to its "
-                f"full shape {p.shape}"
+                f"parameter '{name}' has shape {tuple(value.shape)}, which does not "
+                f"broadcast to its full shape {p.shape}"
             ) from None
-        p.check_values(arr)
-        p.setter(arr)
+        p.check_values(value)
+        self._write_param(name, value)
+
+    def _write_param(self, name: str, value: torch.Tensor) -> None:
+        """Write checked values of the full shape, engine dtype and device (the torch
+        bridge checks every parameter of a rollout before it writes any)."""
+        self.params[name].setter(value.detach().contiguous())
         self._run_id += 1  # outputs and checkpoints of earlier runs are now stale
         self._buffer_segment = None
 
     def get_param(self, name: str) -> np.ndarray:
-        """The current value of a parameter, at its full shape."""
+        """The current value of a parameter, at its full shape (numpy)."""
         self._check_alive()
-        return np.array(self.params[name].getter())
+        return self.params[name].getter().cpu().numpy()
 
     def param_grad(self, name: str) -> np.ndarray:
-        """dL/d(parameter) from the last :meth:`backward`, at the full shape."""
+        """dL/d(parameter) from the last :meth:`backward`, at the full shape (numpy; see
+        :meth:`param_grad_tensor`)."""
+        return self.param_grad_tensor(name).cpu().numpy()
+
+    def param_grad_tensor(self, name: str) -> torch.Tensor:
+        """dL/d(parameter) from the last :meth:`backward`, at the full shape: a tensor of
+        the engine's dtype on its device."""
         self._check_alive()
-        return np.array(self.params[name].grad_getter())
+        return self.params[name].grad_getter()
 
     def _check_alive(self) -> None:
         self.model.check_alive("this Simulation (and its Model)")
@@ -190,11 +205,17 @@ class Simulation:
 
     def forward(self, frames: int | None = None) -> dict[str, np.ndarray]:
         """Run the rollout; returns ``{system name: positions [frames + 1, V, 3]}``, plus
-        ``{name}_velocity`` for systems that report velocities (particles).
+        ``{name}_velocity`` for systems that report velocities (particles), as numpy
+        arrays (:meth:`forward_tensors` returns torch tensors on the engine's device).
 
         ``frames``: simulate only the first ``frames`` frames (default: all), e.g. for a
         loss over the early frames of the video; with checkpoints (the default) the time
         loop stops there, and :meth:`backward` starts there."""
+        return {k: v.cpu().numpy() for k, v in self.forward_tensors(frames).items()}
+
+    def forward_tensors(self, frames: int | None = None) -> dict[str, torch.Tensor]:
+        """:meth:`forward`, returning tensors of the engine's dtype on its device (copied
+        from the engine by kernels, no host round trip)."""
         self._check_alive()
         frames = self._frame_count(frames)
         for first in self._bar(self._segments(frames), "simulate"):
@@ -206,27 +227,27 @@ class Simulation:
         self._frames_run = frames
         out = {}
         for s in self.systems:
-            full = s.output()
-            self._output_shapes[s.name] = full.shape  # (backward pads its gradients to it)
+            full = engine_tensor(s.output())  # (a tensor there already: as it is)
+            self._output_shapes[s.name] = tuple(full.shape)  # (backward pads to it)
             out[s.name] = full[: frames + 1]
             if hasattr(s, "velocity_output"):
-                out[s.name + "_velocity"] = s.velocity_output()[: frames + 1]
+                out[s.name + "_velocity"] = engine_tensor(s.velocity_output())[: frames + 1]
         return out
 
-    def backward(self, grad_outputs: dict[str, np.ndarray]) -> None:
+    def backward(self, grad_outputs: dict) -> None:
         """Back-propagate dL/d(outputs) of the last :meth:`forward` (as many frames as it
-        returned); afterwards :meth:`param_grad` gives the gradient of every
-        parameter."""
+        returned; numpy arrays or torch tensors, moved to the engine's device and dtype);
+        afterwards :meth:`param_grad` gives the gradient of every parameter."""
         self._check_alive()
         if self.model.ground is not None:
             self.model.ground.zero_grads()
         frames = self._frames_run
         for system in self.systems:
-            shape = self._output_shapes.get(system.name) or system.output().shape
+            shape = self._output_shapes.get(system.name) or tuple(system.output().shape)
             g = _padded(grad_outputs.get(system.name), shape)
             if hasattr(system, "velocity_output"):
                 gv = grad_outputs.get(system.name + "_velocity")
-                system.begin_backward(g, None if gv is None else _padded(gv, g.shape))
+                system.begin_backward(g, None if gv is None else _padded(gv, shape))
             else:
                 system.begin_backward(g)
         steps = self.frames_per_segment * self.substeps
@@ -257,9 +278,15 @@ class Simulation:
         return simulate(self, params)
 
 
-def _padded(grad, shape) -> np.ndarray:
-    """dL/d(output) of the frames a rollout returned, zero for the frames after them."""
-    out = np.zeros(shape, dtype=runtime.np_dtype())
-    if grad is not None:
-        out[: len(grad)] = grad
+def _padded(grad, shape) -> torch.Tensor:
+    """dL/d(output) of the frames a rollout returned, zero for the frames after them: a
+    contiguous tensor of the engine's dtype on its device (the gradient itself when it
+    covers every frame)."""
+    if grad is None:
+        return torch.zeros(shape, dtype=runtime.torch_dtype(), device=runtime.torch_device())
+    grad = engine_tensor(grad)
+    if tuple(grad.shape) == tuple(shape):
+        return grad.contiguous()
+    out = torch.zeros(shape, dtype=grad.dtype, device=grad.device)
+    out[: len(grad)] = grad
     return out

@@ -16,15 +16,18 @@ from gradsim_taichi.params import as_full_tensor
 
 
 class _SimulateFunction(torch.autograd.Function):
+    """Parameters, outputs and their gradients cross between torch and the engine as
+    tensors on the engine's device, copied by kernels (no numpy, no host round trip);
+    the parameter checks read one flag back per parameter."""
+
     @staticmethod
     def forward(ctx, sim, names, frames, *values):
         for name, value in zip(names, values):
-            sim.set_param(name, value)
-        outputs = sim.forward(frames)
+            sim._write_param(name, value.detach())  # checked by simulate()
+        outputs = sim.forward_tensors(frames)
         ctx.sim, ctx.names, ctx.frames, ctx.run_id = sim, names, frames, sim._run_id
         ctx.save_for_backward(*values)
-        device = runtime.torch_device()
-        return tuple(torch.from_numpy(outputs[n]).to(device) for n in sim.output_names)
+        return tuple(outputs[n] for n in sim.output_names)
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -34,17 +37,15 @@ class _SimulateFunction(torch.autograd.Function):
             # Another rollout ran on this Simulation since our forward: restore our
             # parameters and checkpoints before back-propagating.
             for name, value in zip(names, values):
-                sim.set_param(name, value)
-            sim.forward(ctx.frames)
-        grads = {}
-        for name, g in zip(sim.output_names, grad_outputs):
-            if g is not None:
-                grads[name] = g.detach().cpu().numpy()
+                sim._write_param(name, value)
+            sim.forward_tensors(ctx.frames)
+        grads = {name: g.detach() for name, g in zip(sim.output_names, grad_outputs)
+                 if g is not None}
         sim.backward(grads)
         out = []
         for k, name in enumerate(names):
             if ctx.needs_input_grad[3 + k]:
-                g = torch.from_numpy(np.ascontiguousarray(sim.param_grad(name)))
+                g = sim.param_grad_tensor(name)
                 out.append(g.to(dtype=values[k].dtype, device=values[k].device))
             else:
                 out.append(None)
@@ -80,8 +81,7 @@ def simulate(sim, params: dict | None = None, frames: int | None = None
     for name, value in params.items():
         p = sim.params[name]  # KeyError listing valid names
         full = as_full_tensor(p, value)
-        if not torch.isfinite(full).all():
-            raise ValueError(f"parameter '{name}' contains NaN or inf")
+        p.check_values(full.detach())  # all checked before any is written
         names.append(name)
         values.append(full.contiguous())
     frames = sim._frame_count(frames)
@@ -111,7 +111,9 @@ class SimulationModule(nn.Module):
         for name, init in learn.items():
             p = sim.params[name]
             value = p.getter() if init is None else init
-            self.values[name] = nn.Parameter(torch.as_tensor(np.asarray(value), dtype=dtype,
+            if not isinstance(value, torch.Tensor):
+                value = np.asarray(value)
+            self.values[name] = nn.Parameter(torch.as_tensor(value, dtype=dtype,
                                                              device=device).clone())
 
     def forward(self) -> dict[str, torch.Tensor]:

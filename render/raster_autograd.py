@@ -66,7 +66,10 @@ def bins_for(geom: torch.Tensor, st: RasterSettings, reach: float) -> Bins:
     return bin_faces(geom.detach(), st.near, st.width, st.height, reach, st.tile)
 
 
-def _check_inputs(xy, z, col, tex, bg, uv, texid, texsize, st: RasterSettings) -> None:
+def _check_inputs(xy, z, col, tex, bg, uv, texid, texsize, st: RasterSettings,
+                  texid_max: int | None = None) -> None:
+    """Shapes, dtypes and texture ids; ``texid_max``: the largest texid when the caller
+    knows it (no read of ``texid`` from the device)."""
     dt = runtime.torch_dtype()
     F, T = z.shape[0] if z.ndim == 3 else -1, z.shape[1] if z.ndim == 3 else -1
     want = {
@@ -92,15 +95,17 @@ def _check_inputs(xy, z, col, tex, bg, uv, texid, texsize, st: RasterSettings) -
             tex.shape[0], 2,
         ):  # fmt: skip
             raise TypeError("texsize must be int32 [K, 2] matching tex")
-        if int(texid.max()) >= tex.shape[0]:
-            raise ValueError(f"texid {int(texid.max())} is past the {tex.shape[0]} textures")
-    elif int(texid.max()) >= 0:
+    top = int(texid.max()) if texid_max is None else int(texid_max)
+    if tex is not None:
+        if top >= tex.shape[0]:
+            raise ValueError(f"texid {top} is past the {tex.shape[0]} textures")
+    elif top >= 0:
         raise ValueError("texid refers to a texture but tex is None")
 
 
 class SoftRasterFunction(torch.autograd.Function):
     """``rgba = SoftRasterFunction.apply(xy, z, col, tex, bg, uv, texid, texsize, settings
-    [, face_grad])``.
+    [, face_grad[, texid_max]])``.
 
     Inputs (runtime dtype, CPU): ``xy[F, T, 3, 2]`` screen positions, ``z[F, T, 3]``
     depths, ``col[F, T, 18]`` corner colours ``(M, A)``, ``tex[K, Ht, Wt, 3]`` textures
@@ -109,12 +114,14 @@ class SoftRasterFunction(torch.autograd.Function):
     bg``. Faces with a corner at or in front of ``near`` are culled. ``face_grad[T]``
     (int32, optional): 0 for faces whose geometry, colours and texture need no gradient
     (a static ground): the backward pass skips them (their gradients are zero).
+    ``texid_max`` (optional): the largest entry of ``texid`` when the caller knows it (the
+    rasterizer, which builds ``texid``): the check then reads nothing back from the device.
     """
 
     @staticmethod
     def forward(ctx, xy, z, col, tex, bg, uv, texid, texsize, st: RasterSettings,
-                face_grad=None):
-        _check_inputs(xy, z, col, tex, bg, uv, texid, texsize, st)
+                face_grad=None, texid_max=None):
+        _check_inputs(xy, z, col, tex, bg, uv, texid, texsize, st, texid_max)
         F, T = z.shape[0], z.shape[1]
         geom = pack_geometry(xy.detach(), z.detach())
         col = col.detach().contiguous()
@@ -169,7 +176,8 @@ class SoftRasterFunction(torch.autograd.Function):
         if ctx.needs_input_grad[4]:
             wb = torch.exp((st.eps - state[..., 0]) / st.gamma) / state[..., 1]
             gbg = (gout[..., :3] * wb[..., None]).sum(0)
-        return gxy, gz, gcol, (gtex if want_tex else None), gbg, None, None, None, None, None
+        return (gxy, gz, gcol, (gtex if want_tex else None), gbg, None, None, None, None, None,
+                None)
 
 
 def hard_face_ids(xy: torch.Tensor, z: torch.Tensor, st: RasterSettings) -> torch.Tensor:

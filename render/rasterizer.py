@@ -204,7 +204,7 @@ class SoftRasterizer:
             xy=torch.cat(xys, 1), z=torch.cat(zs, 1), col=torch.cat(cols, 1).contiguous(),
             tex=tex, bg=self.background_image(), uv=torch.cat(uvs, 0).contiguous(),
             texid=torch.cat(texids, 0).contiguous(), texsize=texsize,
-            face_grad=torch.cat(grads, 0),
+            face_grad=torch.cat(grads, 0), texid_max=len(textures) - 1,
         )  # fmt: skip
         return packed, single
 
@@ -215,7 +215,7 @@ class SoftRasterizer:
         if self.mode == "soft":
             out = SoftRasterFunction.apply(
                 p["xy"], p["z"], p["col"], p["tex"], p["bg"], p["uv"], p["texid"],
-                p["texsize"], st, p["face_grad"],
+                p["texsize"], st, p["face_grad"], p["texid_max"],
             )  # fmt: skip
         else:
             ids = hard_face_ids(p["xy"], p["z"], st)

@@ -139,7 +139,7 @@ class Mesh:
     def check_vertices(self, verts: torch.Tensor, index: int) -> None:
         """Raise a clear error if ``verts [F, V, 3]`` does not fit this mesh."""
         V = verts.shape[1]
-        fmax = int(self.faces.max())
+        fmax = self._faces_max()
         if fmax >= V:
             raise ValueError(f"mesh {index}: faces index vertex {fmax} but only {V} vertices given")
         if self.vertex_colors is not None and self.vertex_colors.shape[0] != V:
@@ -149,6 +149,15 @@ class Mesh:
             )
         if self.uv is not None and self.uv.ndim == 2 and self.uv.shape[0] != V:
             raise ValueError(f"mesh {index}: uv has {self.uv.shape[0]} rows, expected {V}")
+
+    def _faces_max(self) -> int:
+        """The largest vertex index of ``faces``, read once per faces tensor (not on every
+        render: on CUDA each read waits for the device)."""
+        cached = self.__dict__.get("_fmax")
+        if cached is None or cached[0] is not self.faces or cached[1] != self.faces._version:
+            cached = (self.faces, self.faces._version, int(self.faces.max()))
+            self._fmax = cached
+        return cached[2]
 
     def corner_uv(self) -> torch.Tensor | None:
         """Texture coordinates per face corner ``[T, 6]`` (None without a texture)."""

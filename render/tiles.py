@@ -191,6 +191,8 @@ def bin_faces(
     _face_boxes(g, bbox, counts, near, reach * 0.5 * height, tile, width, height)
     offsets = torch.zeros(F * T + 1, dtype=torch.int64, device=dev)
     torch.cumsum(counts, 0, out=offsets[1:])
+    # A host read on every render call (a wait for the device on CUDA): the entry
+    # buffers' size. Binning without it needs a capacity bound or a per-pixel rasterizer.
     E = int(offsets[-1])
     keys = torch.empty(max(E, 1), dtype=torch.int64, device=dev)
     ft = torch.empty(max(E, 1), dtype=torch.int64, device=dev)

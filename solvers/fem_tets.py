@@ -33,10 +33,11 @@ tets: there is no division by J or by a rest quantity at run time.
 
 import numpy as np
 import taichi as ti
+import torch
 
 from gradsim_taichi import runtime
-from gradsim_taichi.kernels import WithAdjoint
-from gradsim_taichi.params import Param
+from gradsim_taichi.kernels import WithAdjoint, field_to_torch, torch_to_field
+from gradsim_taichi.params import Param, engine_tensor
 from gradsim_taichi.solvers.registry import ForceModelBase
 from gradsim_taichi.solvers.scatter import Scatter
 
@@ -157,22 +158,32 @@ class TetFEM(ForceModelBase):
     def _density_param(self) -> Param:
         t = self.count
         mass = self.particles.mass
+        device, f64 = runtime.torch_device(), torch.float64
+        tets = torch.as_tensor(self._tets, device=device)
+        corners = tets.reshape(-1)
+        vol = torch.as_tensor(self._vol, dtype=f64, device=device)
+        soft = torch.as_tensor(self._soft_ids, device=device)
+        self._density = engine_tensor(self._density).expand(t).clone()
 
         def set_density(values):
-            self._density = np.array(values, dtype=np.float64).reshape(t)
-            m = mass.to_numpy().astype(np.float64)
-            m[self._soft_ids] = self.lumped_masses(self._density)[self._soft_ids]
-            mass.from_numpy(m.astype(runtime.np_dtype()))
+            # lumped masses (see lumped_masses) in float64, on the engine's device
+            self._density = engine_tensor(values).reshape(t).clone()
+            share = (self._density.to(f64) * vol / 4.0).repeat_interleave(4)
+            lumped = torch.zeros(mass.shape[0], dtype=f64, device=device)
+            lumped.index_add_(0, corners, share)
+            m = field_to_torch(mass).to(f64)
+            m[soft] = lumped[soft]
+            torch_to_field(m.to(runtime.torch_dtype()), mass)
 
         def density_grad():
             # dL/drho_t = sum over the tet's vertices of dL/dm_i * V_t / 4
-            gm = mass.grad.to_numpy().astype(np.float64)
-            return gm[self._tets].sum(axis=1) * self._vol / 4.0
+            gm = field_to_torch(mass.grad).to(f64)
+            return (gm[tets].sum(dim=1) * vol / 4.0).to(runtime.torch_dtype())
 
         return Param("density", (t,),
                      "tet mass density [kg/m^3], per tet; writes the lumped masses of the "
                      "tets' particles into the same field as 'mass' (the last one set wins)",
-                     set_density, lambda: self._density.copy(), density_grad, positive=True)
+                     set_density, lambda: self._density.clone(), density_grad, positive=True)
 
     # ---- forces ------------------------------------------------------------------------
     # ``apply_frame(x, v, f, row, frame)`` is the forward kernel, ``apply_frame.grad`` its

@@ -10,10 +10,11 @@ reads it and adds ground contact itself (one loop over the particles instead of 
 
 import numpy as np
 import taichi as ti
+import torch
 
 from gradsim_taichi import runtime
-from gradsim_taichi.kernels import WithAdjoint
-from gradsim_taichi.params import Learnable, Param
+from gradsim_taichi.kernels import WithAdjoint, field_to_torch, torch_to_field
+from gradsim_taichi.params import Learnable, Param, engine_tensor
 from gradsim_taichi.solvers.scatter import Scatter
 
 
@@ -66,26 +67,27 @@ class ParticleState(Learnable):
         self.contact_acc = ti.Vector.field(4, real, shape=n)  # dL/d(ke, kd, kf, mu) per particle
         self.substeps = ti.field(ti.i32, shape=())  # of the segment the adjoint runs
         self._substeps = 0
-        self.xc.from_numpy(np.broadcast_to(self._x0, (frames + 1, n, 3)).copy())
-        self.vc.from_numpy(np.broadcast_to(self._v0, (frames + 1, n, 3)).copy())
         self.ext.from_numpy(np.broadcast_to(self._f_const, (frames, n, 3)).copy())
-        self._x0_grad = np.zeros((n, 3))
-        self._v0_grad = np.zeros((n, 3))
+        self._fill_loop = Scatter.items((frames + 1) * n, ns_per_item=2.0)
+        self._x0 = engine_tensor(self._x0).reshape(n, 3).contiguous()
+        self._v0 = engine_tensor(self._v0).reshape(n, 3).contiguous()
+        self._fill_frames(self.xc, self._x0)
+        self._fill_frames(self.vc, self._v0)
+        self._x0_grad = torch.zeros_like(self._x0)
+        self._v0_grad = torch.zeros_like(self._v0)
 
         def set_x0(values):
-            values = np.asarray(values, dtype=runtime.np_dtype())
-            self._x0 = values.copy()
-            self.xc.from_numpy(np.broadcast_to(values, (frames + 1, n, 3)).copy())
+            self._x0 = engine_tensor(values).reshape(n, 3).clone()
+            self._fill_frames(self.xc, self._x0)
 
         def set_v0(values):
-            values = np.asarray(values, dtype=runtime.np_dtype())
-            self._v0 = values.copy()
-            self.vc.from_numpy(np.broadcast_to(values, (frames + 1, n, 3)).copy())
+            self._v0 = engine_tensor(values).reshape(n, 3).clone()
+            self._fill_frames(self.vc, self._v0)
 
         self.declare(Param("initial_position", (n, 3), "particle positions at t=0 [m]",
-                           set_x0, lambda: self._x0.copy(), lambda: self._x0_grad.copy()))
+                           set_x0, lambda: self._x0.clone(), lambda: self._x0_grad.clone()))
         self.declare(Param("initial_velocity", (n, 3), "particle velocities at t=0 [m/s]",
-                           set_v0, lambda: self._v0.copy(), lambda: self._v0_grad.copy()))
+                           set_v0, lambda: self._v0.clone(), lambda: self._v0_grad.clone()))
         self.learnable_field("external_force", self.ext, "force on each particle, constant "
                              "within a frame [N], (frames, N, 3)")
 
@@ -94,6 +96,13 @@ class ParticleState(Learnable):
         itemsize = np.dtype(runtime.np_dtype()).itemsize
         per_row = self.n * 3 * itemsize
         return per_row * (3 * 2 * self.rows + 2 * (self.frames + 1))
+
+    @ti.kernel
+    def _fill_frames(self, field: ti.template(), values: ti.types.ndarray()):
+        """Every checkpoint of ``field`` <- ``values`` [N, 3] (the initial state)."""
+        ti.loop_config(serialize=self._fill_loop.serial)
+        for f, i in ti.ndrange(field.shape[0], self.n):
+            field[f, i] = ti.Vector([values[i, 0], values[i, 1], values[i, 2]])
 
     # ---- forward ---------------------------------------------------------------------
     @ti.kernel
@@ -187,12 +196,11 @@ class ParticleState(Learnable):
         self.zero_grads()
         self.gravity_acc.fill(0)
         self.contact_acc.fill(0)
-        dtype = runtime.np_dtype()
-        self.out_grad.from_numpy(np.ascontiguousarray(grad_frames, dtype=dtype))
+        torch_to_field(grad_frames, self.out_grad)
         if grad_velocities is None:
             self.out_grad_v.fill(0)
         else:
-            self.out_grad_v.from_numpy(np.ascontiguousarray(grad_velocities, dtype=dtype))
+            torch_to_field(grad_velocities, self.out_grad_v)
 
     def seed_segment(self, first_frame: int, frames_in_segment: int, substeps: int) -> None:
         """Prepare adjoints for the reverse pass of one segment: the adjoint that reached
@@ -213,18 +221,31 @@ class ParticleState(Learnable):
 
     def finish_backward(self) -> None:
         """Row 0 of the first segment now holds dL/d(initial state)."""
-        self._x0_grad = self.x.grad.to_numpy()[0] + self.out_grad.to_numpy()[0]
-        self._v0_grad = self.v.grad.to_numpy()[0] + self.out_grad_v.to_numpy()[0]
-        self.gravity.grad.from_numpy(self.gravity_acc.to_numpy().sum(axis=0))
-        if self.ground is not None:  # other systems may add to the shared ground's too
-            sums = self.contact_acc.to_numpy().sum(axis=0)
-            for field, value in zip(self.ground.fields(), sums):
-                field.grad[None] = field.grad[None] + value
+        self._x0_grad = torch.empty_like(self._x0)
+        self._v0_grad = torch.empty_like(self._v0)
+        self._finish(self._x0_grad, self._v0_grad)
 
-    def output(self) -> np.ndarray:
-        """Positions at every frame boundary, ``[frames + 1, N, 3]``."""
-        return self.xc.to_numpy()
+    @ti.kernel
+    def _finish(self, gx: ti.types.ndarray(), gv: ti.types.ndarray()):
+        """dL/d(initial state) into ``gx``, ``gv`` [N, 3]; the per-particle sums of the
+        gravity and ground-contact adjoints into their parameters' gradients (the ground's
+        shared by every system that touches it: added to)."""
+        ti.loop_config(serialize=self.loop.serial)
+        for i in range(self.n):
+            a = self.x.grad[0, i] + self.out_grad[0, i]
+            b = self.v.grad[0, i] + self.out_grad_v[0, i]
+            for j in ti.static(range(3)):
+                gx[i, j] = a[j]
+                gv[i, j] = b[j]
+            self.gravity.grad[None] += self.gravity_acc[i]
+            if ti.static(self.has_ground):
+                for k, field in ti.static(enumerate(self.ground.fields())):
+                    field.grad[None] += self.contact_acc[i][k]
 
-    def velocity_output(self) -> np.ndarray:
-        """Velocities at every frame boundary, ``[frames + 1, N, 3]``."""
-        return self.vc.to_numpy()
+    def output(self) -> torch.Tensor:
+        """Positions at every frame boundary, ``[frames + 1, N, 3]`` (engine device)."""
+        return field_to_torch(self.xc)
+
+    def velocity_output(self) -> torch.Tensor:
+        """Velocities at every frame boundary, ``[frames + 1, N, 3]`` (engine device)."""
+        return field_to_torch(self.vc)

@@ -25,10 +25,11 @@ fixed at build time could not. Impulses ``body_impulse`` [K, 3] act as the force
 
 import numpy as np
 import taichi as ti
+import torch
 
 from gradsim_taichi import runtime
-from gradsim_taichi.kernels import FastKernel
-from gradsim_taichi.params import Learnable, Param, field_param
+from gradsim_taichi.kernels import FastKernel, field_to_torch, torch_to_field
+from gradsim_taichi.params import Learnable, Param, engine_tensor, field_param
 from gradsim_taichi.solvers.rigid_contact import vertex_contact
 from gradsim_taichi.solvers.scatter import Scatter
 
@@ -352,10 +353,11 @@ class RigidBodySystem(Learnable):
             rot = quat_to_mat(self.qc[f, b])
             self.verts[f, i] = self.xc[f, b] + mv(rot, self.vlocal[i] - self.com_off[b])
 
-    def output(self) -> np.ndarray:
-        """World vertex positions at every frame boundary, ``[frames + 1, V, 3]``."""
+    def output(self) -> torch.Tensor:
+        """World vertex positions at every frame boundary, ``[frames + 1, V, 3]`` (engine
+        device)."""
         self._emit_checkpoints()
-        return self.verts.to_numpy()[:, : self.nv]
+        return field_to_torch(self.verts)[:, : self.nv]
 
     def body_states(self) -> dict:
         """Checkpointed states ``{"position" (COM), "orientation", "velocity",
@@ -371,9 +373,10 @@ class RigidBodySystem(Learnable):
                   self.pos0, self.quat0, self.vel0, self.omega0)
         for field in fields:
             field.grad.fill(0)
-        g = np.zeros((self.frames + 1, max(self.nv, 1), 3), dtype=runtime.np_dtype())
-        g[:, : self.nv] = grad_frames
-        self.verts.grad.from_numpy(g)
+        if self.nv:
+            torch_to_field(grad_frames, self.verts.grad)
+        else:
+            self.verts.grad.fill(0)
 
     @ti.kernel
     def _seed(self, last: ti.i32):
@@ -411,11 +414,11 @@ def _quat_param(field, nb) -> Param:
     setter = p.setter
 
     def checked(values):
-        norms = np.linalg.norm(np.asarray(values).reshape(nb, 4), axis=1)
-        if nb and norms.min() < 1e-12:
-            i = int(np.argmin(norms))
-            raise ValueError(f"body_orientation[{i}] has norm {norms[i]:.3g}; a quaternion "
-                             "must be nonzero")
+        norms = torch.linalg.vector_norm(engine_tensor(values).reshape(nb, 4), dim=1)
+        if nb and bool(norms.min() < 1e-12):  # (one host sync)
+            i = int(torch.argmin(norms))
+            raise ValueError(f"body_orientation[{i}] has norm {norms[i].item():.3g}; a "
+                             "quaternion must be nonzero")
         setter(values)
 
     p.setter = checked

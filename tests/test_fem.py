@@ -63,10 +63,10 @@ def test_invariances_momentum_and_energy_consistency():
     no net force or torque; forces are minus the gradient of the elastic energy."""
     b = free_box(mu=2e3, lam=3e3, damping=7.0)
     model = b.finalize()
-    gs.Simulation(model, frames=1, substeps=1)  # allocates the state rows
+    sim = gs.Simulation(model, frames=1, substeps=1)  # allocates the state rows
     fem = model.fem
     rng = np.random.default_rng(3)
-    x0 = model.particles._x0.astype(np.float64)
+    x0 = sim.get_param("initial_position").astype(np.float64)
     zero = np.zeros_like(x0)
     scale = np.abs(internal_forces(model, x0 + 0.02 * rng.standard_normal(x0.shape), zero)).max()
     assert scale > 1.0  # a small deformation gives forces of this size
@@ -174,7 +174,7 @@ def test_undamped_energy_is_conserved():
     b = free_box(mu=1e3, lam=1e3, damping=0.0)
     model = b.finalize()
     sim = gs.Simulation(model, frames=50, substeps=20, dt=1e-3)
-    x0 = model.particles._x0.astype(np.float64)
+    x0 = sim.get_param("initial_position").astype(np.float64)
     c = x0.mean(axis=0)
     v0 = 0.4 * np.stack([x0[:, 1] - c[1], -(x0[:, 2] - c[2]), x0[:, 0] - c[0]], axis=1)
     sim.set_param("initial_velocity", v0)
@@ -196,7 +196,7 @@ def test_inverted_and_collapsed_tets_stay_finite_and_recover():
     b.add_soft_mesh(*ONE_TET, density=100.0, mu=1e3, lam=1e3, damping=40.0)
     model = b.finalize()
     sim = gs.Simulation(model, frames=60, substeps=20, dt=5e-4)
-    X = model.particles._x0.astype(np.float64)
+    X = sim.get_param("initial_position").astype(np.float64)
     zero = np.zeros_like(X)
     collapsed = np.broadcast_to(X.mean(axis=0), X.shape).copy()
     assert np.all(np.isfinite(internal_forces(model, collapsed, zero)))

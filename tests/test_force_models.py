@@ -225,7 +225,7 @@ class Row:
         self.f.grad.from_numpy(w[None])
         self.model.apply.grad(*self._args())
         return (self.x.grad.to_numpy()[0], self.v.grad.to_numpy()[0],
-                {p.name: p.grad_getter() for p in self.model.params()})
+                {p.name: p.grad_getter().cpu().numpy() for p in self.model.params()})
 
 
 def central(fn, value, rel=1e-6):
@@ -284,7 +284,7 @@ def test_adjoint_matches_central_differences(name, mode, monkeypatch):
     checks = [("x", gx, central(lambda y: row.loss(y, v, w), x)),
               ("v", gv, central(lambda y: row.loss(x, y, w), v))]
     for param in model.params():
-        base = np.array(param.getter(), dtype=np.float64)
+        base = param.getter().cpu().numpy().astype(np.float64)
 
         def at(value, param=param):
             param.setter(value)

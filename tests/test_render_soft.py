@@ -328,6 +328,31 @@ def test_function_input_errors():
         SoftRasterFunction.apply(*bad, st)
 
 
+def test_texture_ids_and_face_indices_are_not_read_back_on_every_render(monkeypatch):
+    """The rasterizer tells the function the largest texid it built (no read of texid from
+    the device: a host sync on CUDA), and a mesh reads its faces' largest index once per
+    faces tensor, not on every render."""
+    r, verts = _two_mesh_scene(textured=True)
+    p, _ = r.prepare(verts)
+    assert p["texid_max"] == int(p["texid"].max()) == 0
+    args = [p[k] for k in ("xy", "z", "col", "tex", "bg", "uv", "texid", "texsize")]
+    with pytest.raises(ValueError, match="texid 3 is past the 1 textures"):  # the bound is used
+        SoftRasterFunction.apply(*args, r.settings, None, 3)
+    r(verts)  # reads each mesh's faces once
+    maxes = []
+    real_max = torch.Tensor.max
+    monkeypatch.setattr(torch.Tensor, "max", lambda t, *a, **k: maxes.append(t.shape)
+                        or real_max(t, *a, **k))
+    r(verts)
+    r(verts)
+    assert maxes == []  # neither texid.max() nor faces.max() per render
+    quad = r.meshes[0]
+    quad.faces = torch.tensor([[0, 1, 2]])  # a new faces tensor is read again
+    assert quad._faces_max() == 2 and len(maxes) == 1
+    quad.faces[0, 0] = 3  # so is one changed in place
+    assert quad._faces_max() == 3 and len(maxes) == 2
+
+
 def test_static_meshes_are_skipped_in_the_backward_pass_exactly():
     """A mesh whose positions, colours and texture need no gradient (a static ground)
     gets face_grad 0 and the backward pass skips its faces: the moving mesh's gradients
