@@ -27,7 +27,7 @@ that the optimiser learns together with the physical ones; none changes the simu
   directional light (the appearance's direction when that is fitted too): their meshes
   projected onto the ground, drawn as coverage, blurred by :data:`SHADOW_BLUR` pixels
   and darkening what lies behind the objects by the factor
-  ``1 - shadow_strength * coverage`` (from 0: no shadow). A shadow that moves with the
+  ``1 - shadow_strength * coverage`` (from 0: no shadow; used within [0, 1]). A shadow that moves with the
   object is what a static background cannot take in; the robust loss only down-weights
   it. (The blur is not learned: with it learned too, the fit found a sharp, faint
   shadow or a wide, dark one depending on the initial guess, and the mass followed.)
@@ -230,7 +230,8 @@ class Nuisance:
         flat = [verts[k] - ((verts[k][..., 1:2] - h) / d[1]) * d for k in moving]
         r = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
         cover = blur_frames(r(flat)[..., 3:], SHADOW_BLUR)
-        return 1.0 - self.params["shadow_strength"] * cover
+        # (a shadow only darkens, and at most to black)
+        return 1.0 - self.params["shadow_strength"].clamp(0.0, 1.0) * cover
 
     def solve_background(self, rgb0, w, frame_ids) -> torch.Tensor:
         """The background ``[H, W, 3]`` that best explains the compared frames given the
