@@ -15,9 +15,11 @@ def add_scene_parser(sub, help_line: str) -> None:
                                    "`gradsim-taichi estimate --scene FILE`.")
     actions = p.add_subparsers(dest="action", required=True)
     show = actions.add_parser("show", help="print a preset as a scene file",
-                              description="Print a preset as a scene file (TOML) on "
-                                          "standard output; only the rigid presets are "
-                                          "expressible so far.")
+                              description="Print a preset's scene file (TOML) on "
+                                          "standard output: the shipped file as written, "
+                                          "or with --shape/--frames/--resolution the "
+                                          "scene so changed; only the rigid presets are "
+                                          "scene files so far.")
     show.add_argument("preset", help=f"one of: {', '.join(SCENES)}")
     show.add_argument("--shape", default=None,
                       help="the body's shape, for presets that have one (rigid-mass, "
@@ -35,12 +37,21 @@ def add_scene_parser(sub, help_line: str) -> None:
 
 
 def cmd_scene_show(args) -> int:
+    """The preset's shipped file as written (comments included); with --shape, --frames
+    or --resolution the scene so changed, written out (:func:`scene_to_toml`)."""
     from gradsim_taichi.cli.common import make_preset
+    from gradsim_taichi.scenes import SCENES
+    from gradsim_taichi.scenes.scene_file import FilePreset
     from gradsim_taichi.scenes.scene_file_writer import scene_to_toml
 
     args.scene = args.preset
+    scene = make_preset(args)  # checks the name and the overrides
+    plain = args.shape is None and args.frames is None and args.resolution is None
     try:
-        text = scene_to_toml(make_preset(args))
+        if plain and isinstance(SCENES[args.preset], FilePreset):
+            text = SCENES[args.preset].text()
+        else:
+            text = scene_to_toml(scene)
     except ValueError as e:
         raise CLIError(str(e)) from None
     print(text, end="")

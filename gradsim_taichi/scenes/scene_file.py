@@ -107,7 +107,9 @@ from gradsim_taichi.scenes.scene_file_schema import (  # noqa: F401 (re-exported
     STAGE_DEFAULTS,
     SceneFileError,
     read_mesh,
+    shape_of,
     validate,
+    with_shape,
 )
 
 if sys.version_info >= (3, 11):
@@ -116,11 +118,13 @@ else:  # the same parser, from PyPI (a dependency on Python 3.10)
     import tomli as tomllib
 
 # ---- reading ---------------------------------------------------------------------------
-def load_scene_file(path, **overrides) -> FileScene:
+def load_scene_file(path, shape: str | None = None, **overrides) -> FileScene:
     """The scene a TOML scene file describes (see the module docstring for the schema).
 
     Args:
         path: the file; mesh paths in it are relative to its folder.
+        shape: a name of the file's ``[shapes]`` table: objects[0] takes that shape
+            (None: the shape the object is written with).
         overrides: Scene fields to change after reading (``frames``, ``width``, ...).
 
     Raises:
@@ -131,10 +135,11 @@ def load_scene_file(path, **overrides) -> FileScene:
     if not path.is_file():
         raise FileNotFoundError(f"scene file not found: {path}")
     return scene_from_toml(path.read_text(encoding="utf-8"), base_dir=path.parent,
-                           source=str(path), **overrides)
+                           source=str(path), shape=shape, **overrides)
 
 
-def scene_from_toml(text: str, base_dir=".", source: str = "<text>", **overrides) -> FileScene:
+def scene_from_toml(text: str, base_dir=".", source: str = "<text>", shape: str | None = None,
+                    **overrides) -> FileScene:
     """Like :func:`load_scene_file`, from the file's text; mesh paths are relative to
     ``base_dir``; ``source`` names the text in error messages."""
     try:
@@ -143,6 +148,8 @@ def scene_from_toml(text: str, base_dir=".", source: str = "<text>", **overrides
         raise SceneFileError(f"scene file {source}: not valid TOML: {e}") from None
     try:
         spec = validate(data, Path(base_dir))
+        if shape is not None:
+            spec = with_shape(spec, shape)
     except SceneFileError as e:
         raise SceneFileError(f"scene file {source}: {e}") from None
     except FileNotFoundError as e:
@@ -162,7 +169,61 @@ def _geomean(u: dict) -> float:
 
 def _spec_param(sim_name: str, u: dict, doc: str) -> ParamSpec:
     return ParamSpec(sim_name, u.get("true", _geomean(u)), u["guess_low"], u["guess_high"],
-                     doc=doc)
+                     doc=u.get("doc", doc))
+
+
+# ---- presets ---------------------------------------------------------------------------
+PRESET_FILES = "files"  # the folder of gradsim_taichi.scenes that ships the preset files
+
+
+def preset_text(name: str) -> str:
+    """The text of the shipped scene file of preset ``name`` (package data:
+    ``gradsim_taichi/scenes/files/NAME.toml``)."""
+    from importlib.resources import files
+
+    return (files("gradsim_taichi.scenes") / PRESET_FILES / f"{name}.toml").read_text(
+        encoding="utf-8")
+
+
+class FilePreset:
+    """A preset that is a scene file shipped with the package: calling it,
+    ``preset(shape=None, **overrides)``, loads the file into a :class:`FileScene` with
+    objects[0]'s shape chosen from the file's ``[shapes]`` table and the Scene fields
+    ``overrides`` changed. ``summary`` (the file's description) and ``shapes`` are read
+    from the file."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._spec = None
+
+    def _read(self) -> dict:
+        if self._spec is None:
+            self._spec = scene_from_toml(self.text(), source=self.source).spec
+        return self._spec
+
+    @property
+    def source(self) -> str:
+        return f"gradsim_taichi/scenes/{PRESET_FILES}/{self.name}.toml"
+
+    def text(self) -> str:
+        """The shipped file, as written (comments included)."""
+        return preset_text(self.name)
+
+    @property
+    def summary(self) -> str:
+        return self._read()["scene"]["description"]
+
+    @property
+    def shapes(self) -> tuple:
+        return tuple(self._read()["shapes"])
+
+    def __call__(self, shape: str | None = None, **overrides) -> FileScene:
+        if shape is not None and shape not in self.shapes:
+            raise ValueError(f"shape={shape!r}; choose one of {self.shapes}")
+        return scene_from_toml(self.text(), source=self.source, shape=shape, **overrides)
+
+    def __repr__(self) -> str:
+        return f"FilePreset({self.name!r})"
 
 
 @dataclass
@@ -176,6 +237,11 @@ class FileScene(Scene):
     spec: dict = field(default_factory=dict)
     source: str = ""
     truth_given: dict = field(default_factory=dict)
+    # objects[0]'s shape: the name of the file's [shapes] variant it has (None: none)
+    shape: str | None = None
+    # the contact values the model is built with where the file gives a known value (an
+    # unknown's is its parameter's truth); set to build with others
+    contact: dict = field(default_factory=dict)
     summary = "a scene read from a TOML scene file"
 
     @classmethod
@@ -199,7 +265,10 @@ class FileScene(Scene):
         warmup = est["warmup"]
         warmup = (tuple(tuple(r) for r in warmup) if isinstance(warmup[0], list)
                   else tuple(warmup))
-        return cls(name=s["name"], frames=s["frames"], substeps=s["substeps"], fps=s["fps"],
+        first = shape_of(spec["objects"][0])
+        shape = next((n for n, v in spec["shapes"].items() if v == first), None)
+        contact = {k: v for k, v in spec["contact"].items() if not isinstance(v, dict)}
+        scene = cls(name=s["name"], frames=s["frames"], substeps=s["substeps"], fps=s["fps"],
                    width=s["width"], height=s["height"], description=s["description"],
                    near=cam["near"], far=cam["far"],
                    camera_eye=tuple(cam.get("eye", (0.0, 1.0, 3.0))),
@@ -207,7 +276,15 @@ class FileScene(Scene):
                    fov_y_deg=cam.get("fov_y_deg", 40.0), background=tuple(st["background"]),
                    params=params, default_params=tuple(params), iters=est["iters"],
                    lr=est["lr"], optimizer=est["optimizer"], blur=est["blur"],
-                   warmup=warmup, spec=spec, source=source, truth_given=truth_given)
+                   warmup=warmup, spec=spec, source=source, truth_given=truth_given,
+                   shape=shape, contact=contact)
+        scene.shapes = tuple(spec["shapes"])
+        return scene
+
+    def set_truth(self, values: dict) -> None:
+        """:meth:`Scene.set_truth`; the values count as given (written back as ``true``)."""
+        super().set_truth(values)
+        self.truth_given = {**self.truth_given, **{n: True for n in values}}
 
     def _mass_params(self) -> dict:
         """``{param name: object index}`` of the unknown masses."""
@@ -216,9 +293,10 @@ class FileScene(Scene):
                 for name, p in self.params.items() if p.sim_name == "body_mass"}
 
     def make_camera(self) -> Camera:
-        """The file's camera: look-at or world_to_camera; fov_y_deg or fx, fy, cx, cy (in
-        pixels of the file's image size: scaled with the image when ``width``/``height``
-        were overridden)."""
+        """The file's camera: look-at (from :attr:`camera_eye` to :attr:`camera_target`,
+        the file's values unless changed) or world_to_camera; :attr:`fov_y_deg` or fx,
+        fy, cx, cy (in pixels of the file's image size: scaled with the image when
+        ``width``/``height`` were overridden)."""
         c = self.spec["camera"]
         size = dict(width=self.width, height=self.height, near=self.near, far=self.far)
         if "fx" in c:
@@ -227,8 +305,8 @@ class FileScene(Scene):
             pinhole = (c["fx"] * sx, c["fy"] * sy, c["cx"] * sx, c["cy"] * sy)
         if "world_to_camera" in c:
             return Camera.from_extrinsic(c["world_to_camera"], *pinhole, **size)
-        cam = Camera.look_at(c["eye"], c["target"], up=c["up"],
-                             fov_y_deg=c.get("fov_y_deg", 40.0), **size)
+        cam = Camera.look_at(self.camera_eye, self.camera_target, up=c["up"],
+                             fov_y_deg=self.fov_y_deg, **size)
         if "fx" not in c:
             return cam
         R, t = cam.world_to_camera()
@@ -241,7 +319,7 @@ class FileScene(Scene):
 
         truth = {k: p.true for k, p in self.params.items()}
         st = self.spec["stage"]
-        contact = {k: truth[f"contact_{k}"] if isinstance(v, dict) else v
+        contact = {k: truth[f"contact_{k}"] if isinstance(v, dict) else self.contact.get(k, v)
                    for k, v in self.spec["contact"].items()}
         b = ModelBuilder(gravity=st["gravity"], ground=st["ground"],
                          ground_height=st["height"], contact_ke=contact["ke"],
@@ -279,11 +357,9 @@ class FileScene(Scene):
         return b
 
     def render_parts(self, model):
-        from gradsim_taichi.scenes.rigid import _face_colors
-
         parts = []
         for o, m in zip(self.spec["objects"], model.rigid_meshes()):
-            look = (dict(face_colors=_face_colors(m.vertices, m.faces, o["color"]))
+            look = (dict(face_colors=normal_face_colors(m.vertices, m.faces, o["color"]))
                     if o["shading"] == "normals" else dict(color=o["color"]))
             parts.append(RenderPart(Mesh(m.faces, smooth=False, **look), output="rigid",
                                     vertex_ids=m.rows))
@@ -316,6 +392,14 @@ class FileScene(Scene):
         return simulate(self.sim, engine, frames)
 
 
+def normal_face_colors(v, faces, base) -> np.ndarray:
+    """Colours ``[F, 3]`` around ``base`` that vary with each face's normal in the body
+    frame (``shading = "normals"``), so that rotation is visible."""
+    n = np.cross(v[faces[:, 1]] - v[faces[:, 0]], v[faces[:, 2]] - v[faces[:, 0]])
+    n /= np.linalg.norm(n, axis=1, keepdims=True) + 1e-12
+    return np.clip(np.asarray(base, dtype=np.float64) + 0.25 * n, 0.05, 0.95)
+
+
 def _name_of(masses: dict, index: int):
     return next((n for n, i in masses.items() if i == index), None)
 
@@ -332,7 +416,7 @@ def _add_object(b, o: dict, **kw) -> int:
     if shape == "cone":
         return b.add_rigid_cone(o["radius"], o["height"], sections=o["sections"], **kw)
     if shape == "lshape":
-        from gradsim_taichi.scenes.rigid import lshape_mesh
+        from gradsim_taichi.meshes import lshape_mesh
 
         return b.add_rigid_body(lshape_mesh(o["size"], o["thickness"]), **kw)
     mesh = read_mesh(o["mesh"])  # checked when the file was read

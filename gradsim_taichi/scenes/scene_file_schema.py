@@ -104,7 +104,7 @@ def _value_or_unknown(value, path) -> float | dict:
             raise _err(path, "a number or a table {unknown = true, guess_low = .., "
                              "guess_high = ..}", value)
         return _number(value, path, positive=True)
-    _table(value, path, ("unknown", "guess_low", "guess_high", "true"),
+    _table(value, path, ("unknown", "guess_low", "guess_high", "true", "doc"),
            ("unknown", "guess_low", "guess_high"))
     if value["unknown"] is not True:
         raise _err(_join(path, "unknown"), "true (a known value is a plain number)",
@@ -116,13 +116,15 @@ def _value_or_unknown(value, path) -> float | dict:
     out = dict(unknown=True, guess_low=low, guess_high=high)
     if "true" in value:
         out["true"] = _number(value["true"], _join(path, "true"), positive=True)
+    if "doc" in value:
+        out["doc"] = _string(value["doc"], _join(path, "doc"))
     return out
 
 
 def validate(data: dict, base_dir: Path) -> dict:
     """The checked, completed spec (defaults filled in) of a parsed scene file."""
-    _table(data, "", ("scene", "camera", "stage", "contact", "objects", "pushes", "estimate"),
-           ("scene", "camera", "objects"))
+    _table(data, "", ("scene", "camera", "stage", "contact", "objects", "pushes", "estimate",
+                      "shapes"), ("scene", "camera", "objects"))
     s = _table(data["scene"], "scene",
                ("name", "fps", "frames", "substeps", "width", "height", "description"),
                ("fps", "frames", "width", "height"))
@@ -138,7 +140,8 @@ def validate(data: dict, base_dir: Path) -> dict:
                 stage=_stage(data.get("stage", {})), contact=_contact(data.get("contact", {})),
                 objects=_objects(data["objects"], base_dir),
                 pushes=_pushes(data.get("pushes", []), len(data["objects"])),
-                estimate=_estimate(data.get("estimate", {})))
+                estimate=_estimate(data.get("estimate", {})),
+                shapes=_shapes(data.get("shapes", {}), base_dir))
 
 
 def _camera(c) -> dict:
@@ -229,44 +232,13 @@ def _objects(objs, base_dir: Path) -> list:
             raise SceneFileError(f"{path}.kind: {kind!r} objects are not yet supported in "
                                  "scene files (only \"rigid\")")
         _string(kind, f"{path}.kind", ("rigid",))
-        shape = o.get("shape")
-        if ("shape" in o) == ("mesh" in o):
-            raise _err(f"{path}.shape", f"one of {', '.join(PRIMITIVES)} or a mesh = "
-                       "\"file.obj\" (exactly one of shape and mesh)")
-        if "shape" in o and (not isinstance(shape, str) or shape not in PRIMITIVES):
-            raise _err(f"{path}.shape", f"one of {', '.join(PRIMITIVES)} (or give "
-                       "mesh = \"file.obj\")", shape)
-        prim_keys = PRIMITIVES.get(shape, {})
-        keys = ("kind", *(("shape", *prim_keys) if "shape" in o else ("mesh", "scale")),
+        _check_shape_choice(o, path)
+        keys = ("kind", *(("mesh", "scale") if "mesh" in o
+                          else ("shape", *PRIMITIVES[o["shape"]])),
                 "position", "orientation", "velocity", "angular_velocity", "color",
                 "shading", "mass", "density")
         _table(o, path, keys)
-        obj = dict(kind="rigid")
-        if "shape" in o:
-            obj["shape"] = shape
-            for key, default in prim_keys.items():
-                kp = f"{path}.{key}"
-                if key not in o and default is None:
-                    raise SceneFileError(f"{kp}: missing; a {shape} needs "
-                                         f"{', '.join(prim_keys)}")
-                value = o.get(key, default)
-                if key == "extents":
-                    obj[key] = _vector(value, kp, 3)
-                    if min(obj[key]) <= 0:
-                        raise _err(kp, "3 numbers > 0", value)
-                elif key in ("subdivisions", "sections"):
-                    obj[key] = _number(value, kp, low=0 if key == "subdivisions" else 3,
-                                       integer=True)
-                else:
-                    obj[key] = _number(value, kp, positive=True)
-        else:
-            mesh = _string(o["mesh"], f"{path}.mesh")
-            file = Path(mesh) if Path(mesh).is_absolute() else base_dir / mesh
-            if not file.is_file():
-                raise FileNotFoundError(f"{path}.mesh: mesh file not found: {file}")
-            obj["mesh"] = str(file.resolve())
-            _check_mesh(file, f"{path}.mesh")
-            obj["scale"] = _number(o.get("scale", 1.0), f"{path}.scale", positive=True)
+        obj = dict(kind="rigid", **_shape(o, path, base_dir))
         if "position" not in o:
             raise SceneFileError(f"{path}.position: missing; expected a list of 3 numbers")
         obj["position"] = _vector(o["position"], f"{path}.position", 3)
@@ -290,6 +262,88 @@ def _objects(objs, base_dir: Path) -> list:
             obj["density"] = _number(o["density"], f"{path}.density", positive=True)
         out.append(obj)
     return out
+
+
+SHAPE_KEYS = ("shape", "mesh", "scale", *{k: 0 for d in PRIMITIVES.values() for k in d})
+
+
+def _check_shape_choice(o: dict, path: str) -> None:
+    """Exactly one of shape (a known primitive) and mesh."""
+    shape = o.get("shape")
+    if ("shape" in o) == ("mesh" in o):
+        raise _err(f"{path}.shape", f"one of {', '.join(PRIMITIVES)} or a mesh = "
+                   "\"file.obj\" (exactly one of shape and mesh)")
+    if "shape" in o and (not isinstance(shape, str) or shape not in PRIMITIVES):
+        raise _err(f"{path}.shape", f"one of {', '.join(PRIMITIVES)} (or give "
+                   "mesh = \"file.obj\")", shape)
+
+
+def _shape(o: dict, path: str, base_dir: Path) -> dict:
+    """The checked shape keys of an object (or a shape variant): ``shape`` and its
+    dimensions (defaults filled in), or ``mesh`` (an absolute path) and ``scale``."""
+    if "shape" in o:
+        shape, prim_keys = o["shape"], PRIMITIVES[o["shape"]]
+        out = dict(shape=shape)
+        for key, default in prim_keys.items():
+            kp = f"{path}.{key}"
+            if key not in o and default is None:
+                raise SceneFileError(f"{kp}: missing; a {shape} needs "
+                                     f"{', '.join(prim_keys)}")
+            value = o.get(key, default)
+            if key == "extents":
+                out[key] = _vector(value, kp, 3)
+                if min(out[key]) <= 0:
+                    raise _err(kp, "3 numbers > 0", value)
+            elif key in ("subdivisions", "sections"):
+                out[key] = _number(value, kp, low=0 if key == "subdivisions" else 3,
+                                   integer=True)
+            else:
+                out[key] = _number(value, kp, positive=True)
+        return out
+    mesh = _string(o["mesh"], f"{path}.mesh")
+    file = Path(mesh) if Path(mesh).is_absolute() else base_dir / mesh
+    if not file.is_file():
+        raise FileNotFoundError(f"{path}.mesh: mesh file not found: {file}")
+    _check_mesh(file, f"{path}.mesh")
+    return dict(mesh=str(file.resolve()),
+                scale=_number(o.get("scale", 1.0), f"{path}.scale", positive=True))
+
+
+def _shapes(variants, base_dir: Path) -> dict:
+    """``[shapes]``: named alternatives to objects[0]'s shape keys."""
+    if not isinstance(variants, dict):
+        raise _err("shapes", "a table of named shapes, e.g. cone = { shape = \"cone\", "
+                             "radius = 0.2, height = 0.4 }", variants)
+    out = {}
+    for name, v in variants.items():
+        path = f"shapes.{name}"
+        if not isinstance(v, dict):
+            raise _err(path, "a table { shape = ..., its dimensions } or { mesh = ..., "
+                             "scale = ... }", v)
+        _check_shape_choice(v, path)
+        _table(v, path, ("mesh", "scale") if "mesh" in v
+               else ("shape", *PRIMITIVES[v["shape"]]))
+        out[name] = _shape(v, path, base_dir)
+    return out
+
+
+def shape_of(obj: dict) -> dict:
+    """The shape keys of a checked object (as :func:`_shape` returns them)."""
+    return {k: obj[k] for k in SHAPE_KEYS if k in obj}
+
+
+def with_shape(spec: dict, name: str) -> dict:
+    """``spec`` with objects[0]'s shape replaced by the variant ``name`` of its
+    ``[shapes]`` table; a SceneFileError when the file offers no such variant."""
+    variants = spec["shapes"]
+    if name not in variants:
+        offered = (f"the file offers {', '.join(variants)}" if variants
+                   else "the file has no [shapes] table")
+        raise SceneFileError(f"shape {name!r}: {offered}")
+    first = {k: v for k, v in spec["objects"][0].items() if k not in SHAPE_KEYS}
+    kind = first.pop("kind")
+    objects = [dict(kind=kind, **variants[name], **first), *spec["objects"][1:]]
+    return dict(spec, objects=objects)
 
 
 def read_mesh(file):
