@@ -3,7 +3,7 @@
 :func:`load_scene_file` reads a file into a :class:`FileScene` (a :class:`Scene` like the
 presets); :func:`scene_from_toml` does the same from text. The checks and defaults live in
 :mod:`.scene_file_schema`; :func:`.scene_file_writer.scene_to_toml` writes a scene file
-back (a loaded one, or a rigid preset: ``gradsim-taichi scene show``).
+back (a loaded one, or a preset that is one: ``gradsim-taichi scene show``).
 Everything is checked when the file is read: an error names the key path and what was
 expected, e.g. ``objects[0].shape: expected one of box, sphere, cylinder, cone, lshape
 (or give mesh = "file.obj"); got 'cube'``; unknown keys (typos) are errors too.
@@ -47,7 +47,8 @@ optional take the value shown)::
     kf = 100.0                # friction stiffness [N s/m]
     mu = 0.4                  # Coulomb friction
     # each a number or an unknown: { unknown = true, guess_low = .., guess_high = ..,
-    # true = .. }  (true is optional: the value a synthetic target is rendered with)
+    # true = .., doc = ".." }  (true is optional: the value a synthetic target is
+    # rendered with; doc, optional, describes the parameter)
 
     [[objects]]               # one table per body, in order (index 0, 1, ...)
     kind = "rigid"            # only rigid bodies so far
@@ -66,6 +67,10 @@ optional take the value shown)::
                               # the face normal, so rotation shows) or "flat"
     mass = 4.0                # [kg], or an unknown table as in [contact]
     # or density = 1000.0     # [kg/m^3], known
+
+    [shapes]                  # optional: named alternatives to objects[0]'s shape keys,
+    cone = { shape = "cone", radius = 0.2, height = 0.4 }   # chosen with --shape NAME
+    ball = { shape = "sphere", radius = 0.15 }              # (or mesh = .., scale = ..)
 
     [[pushes]]                # optional, known pushes
     object = 0                # index into objects
@@ -86,6 +91,10 @@ Unknowns become the scene's parameters: ``mass`` (one object) or ``mass_<index>`
 (several), and ``contact_ke``, ``contact_kd``, ``contact_kf``, ``contact_mu``.
 An unknown without ``true`` is built at the geometric mean of its guesses; estimating
 it needs a target video.
+
+Presets that are scene files (:class:`FilePreset`: ``rigid-mass``, ``rigid-contact``)
+ship in ``gradsim_taichi/scenes/files/`` as package data; ``make_scene(name, shape=...)``
+loads one with that ``[shapes]`` variant.
 """
 
 from __future__ import annotations
