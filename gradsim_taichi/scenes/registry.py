@@ -30,6 +30,17 @@ def make_preset(name: str, frames: int | None = None, resolution: int | None = N
     >= 8). A KeyError for an unknown name, a ValueError for a bad size or field."""
     if name not in SCENES:
         raise KeyError(f"unknown scene {name!r}; choose one of: {', '.join(SCENES)}")
+    overrides.update(size_overrides(frames, resolution))
+    try:
+        return make_scene(name, **overrides)
+    except TypeError as e:  # a field the preset does not have
+        raise ValueError(f"scene {name!r}: {e}") from None
+
+
+def size_overrides(frames: int | None = None, resolution: int | None = None) -> dict:
+    """The Scene fields ``frames`` (a positive integer) and ``resolution`` (square
+    images, an even number >= 8) set, checked (a ValueError); None: unchanged."""
+    overrides = {}
     if frames is not None:
         if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
             raise ValueError(f"frames must be a positive integer; got {frames}")
@@ -39,10 +50,7 @@ def make_preset(name: str, frames: int | None = None, resolution: int | None = N
                 or resolution < 8 or resolution % 2):
             raise ValueError(f"resolution must be an even number >= 8; got {resolution}")
         overrides["width"] = overrides["height"] = resolution
-    try:
-        return make_scene(name, **overrides)
-    except TypeError as e:  # a field the preset does not have
-        raise ValueError(f"scene {name!r}: {e}") from None
+    return overrides
 
 
 def make_task(name: str, **overrides):
