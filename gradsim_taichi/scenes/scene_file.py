@@ -51,7 +51,7 @@ optional take the value shown)::
     # rendered with; doc, optional, describes the parameter)
 
     [[objects]]               # one table per body, in order (index 0, 1, ...)
-    kind = "rigid"            # only rigid bodies so far
+    kind = "rigid"            # "rigid", or "soft" (FEM; keys below)
     shape = "box"             # box: extents = [x, y, z]; sphere: radius, subdivisions (2);
                               # cylinder, cone: radius, height, sections (32; axis on the
                               # mesh z, the cone's base at z = 0); lshape: size, thickness
@@ -67,6 +67,21 @@ optional take the value shown)::
                               # the face normal, so rotation shows) or "flat"
     mass = 4.0                # [kg], or an unknown table as in [contact]
     # or density = 1000.0     # [kg/m^3], known
+
+    [[objects]]               # a soft (FEM) solid
+    kind = "soft"
+    shape = "ball"            # ball: radius, subdivisions (2); box: extents, resolution
+    radius = 0.15             # ([4, 2, 2] cells; the box spans [0, extents] from position)
+    # or mesh = "solid.msh"   # a tetrahedral mesh meshio reads (.msh, .vtu, ...), scale
+    position = [0.6, 0.3, 0.0]             # of the mesh origin (the ball's centre)
+    orientation = [1.0, 0.0, 0.0, 0.0]     # optional
+    velocity = [0.0, 0.0, 0.0]             # optional
+    color = [0.2, 0.45, 0.8]               # optional
+    density = 150.0           # optional, 1000.0 [kg/m^3]
+    mu = 15000.0              # Lame parameters [Pa]: numbers, or unknown tables (then
+    lambda = 23000.0          # named mu, lambda; only with a single soft object)
+    damping = 0.0             # optional: strain-rate viscosity [Pa s]
+    # pushes act on rigid objects only; "cloth" objects are not supported yet
 
     [shapes]                  # optional: named alternatives to objects[0]'s shape keys,
     cone = { shape = "cone", radius = 0.2, height = 0.4 }   # chosen with --shape NAME
@@ -88,7 +103,8 @@ optional take the value shown)::
     warmup = [0, 0]           # (iterations, last frame) fitted first, or a list of them
 
 Unknowns become the scene's parameters: ``mass`` (one object) or ``mass_<index>``
-(several), and ``contact_ke``, ``contact_kd``, ``contact_kf``, ``contact_mu``.
+(several), ``contact_ke``, ``contact_kd``, ``contact_kf``, ``contact_mu``, and a soft
+object's ``mu`` and ``lambda``.
 An unknown without ``true`` is built at the geometric mean of its guesses; estimating
 it needs a target video.
 
@@ -113,9 +129,11 @@ from gradsim_taichi.scenes.scene_file_schema import (  # noqa: F401 (re-exported
     CONTACT_DEFAULTS,
     CONTACT_DOCS,
     OPTIMIZERS,
+    SOFT_DOCS,
     STAGE_DEFAULTS,
     SceneFileError,
     read_mesh,
+    read_tet_mesh,
     shape_of,
     validate,
     with_shape,
@@ -266,6 +284,10 @@ class FileScene(Scene):
                                            f"mass of object {i} [kg]" if len(objs) > 1
                                            else "mass of the body [kg]")
                 truth_given[name] = "true" in o["mass"]
+            for key in ("mu", "lambda"):  # a soft object's (the only one, if unknown)
+                if isinstance(o.get(key), dict):
+                    params[key] = _spec_param(f"tet_{key}", o[key], SOFT_DOCS[key])
+                    truth_given[key] = "true" in o[key]
         for key, value in spec["contact"].items():
             if isinstance(value, dict):
                 params[f"contact_{key}"] = _spec_param(f"contact_{key}", value,
@@ -294,6 +316,11 @@ class FileScene(Scene):
         """:meth:`Scene.set_truth`; the values count as given (written back as ``true``)."""
         super().set_truth(values)
         self.truth_given = {**self.truth_given, **{n: True for n in values}}
+
+    def _bodies(self) -> dict:
+        """``{object index: rigid body index}`` of the rigid objects."""
+        rigid = [i for i, o in enumerate(self.spec["objects"]) if o["kind"] == "rigid"]
+        return {i: j for j, i in enumerate(rigid)}
 
     def _mass_params(self) -> dict:
         """``{param name: object index}`` of the unknown masses."""
@@ -335,8 +362,17 @@ class FileScene(Scene):
                          contact_kd=contact["kd"], contact_kf=contact["kf"],
                          contact_mu=contact["mu"])
         names = {i: n for n, i in self._mass_params().items()}
+        bodies = self._bodies()
         for i, o in enumerate(self.spec["objects"]):
             where = f"objects[{i}]"
+            if o["kind"] == "soft":
+                try:
+                    mu, lam = (truth[k] if isinstance(o[k], dict) else o[k]
+                               for k in ("mu", "lambda"))
+                    _add_soft(b, o, mu, lam)
+                except ValueError as e:
+                    raise SceneFileError(f"scene file {self.source}: {where}: {e}") from None
+                continue
             if "density" in o:
                 amount = dict(density=o["density"])
             else:
@@ -350,13 +386,14 @@ class FileScene(Scene):
         for k, p in enumerate(self.spec["pushes"]):
             point = p.get("point")
             try:
+                body = bodies[p["object"]]
                 if p["kind"] == "impulse":
-                    b.add_body_impulse(p["object"], p["vector"], point=point,
+                    b.add_body_impulse(body, p["vector"], point=point,
                                        start=p["start"], duration=p["duration"],
                                        frame=p["frame"])
                 else:
                     frames = range(*p["frames"]) if "frames" in p else None
-                    b.add_body_force(p["object"], p["vector"], point=point, frame=p["frame"],
+                    b.add_body_force(body, p["vector"], point=point, frame=p["frame"],
                                      frames=frames)
             except ValueError as e:
                 raise SceneFileError(f"scene file {self.source}: pushes[{k}]: {e}") from None
@@ -367,11 +404,17 @@ class FileScene(Scene):
 
     def render_parts(self, model):
         parts = []
-        for o, m in zip(self.spec["objects"], model.rigid_meshes()):
+        objects = self.spec["objects"]
+        rigid = [o for o in objects if o["kind"] == "rigid"]
+        for o, m in zip(rigid, model.rigid_meshes()):
             look = (dict(face_colors=normal_face_colors(m.vertices, m.faces, o["color"]))
                     if o["shading"] == "normals" else dict(color=o["color"]))
             parts.append(RenderPart(Mesh(m.faces, smooth=False, **look), output="rigid",
                                     vertex_ids=m.rows))
+        soft = [o for o in objects if o["kind"] == "soft"]
+        for o, (offset, tris) in zip(soft, getattr(model, "soft_surfaces", [])):
+            parts.append(RenderPart(Mesh(tris, color=o["color"]), output="particles",
+                                    vertex_ids=offset + np.arange(tris.max() + 1)))
         st = self.spec["stage"]
         if st["ground"]:
             parts.append(ground_part(extent=tuple(st["extent"]), height=st["height"],
@@ -394,8 +437,9 @@ class FileScene(Scene):
 
         dtype = runtime.torch_dtype()
         built = torch.as_tensor(self._built_masses, dtype=dtype)
-        column = [values[n].reshape(()) if (n := _name_of(masses, i)) in values else built[i]
-                  for i in range(len(built))]
+        objects = {j: i for i, j in self._bodies().items()}  # body -> object index
+        column = [values[n].reshape(()) if (n := _name_of(masses, objects[j])) in values
+                  else built[j] for j in range(len(built))]
         engine = {self.params[k].sim_name: v for k, v in values.items() if k not in masses}
         engine["body_mass"] = torch.stack(column)
         return simulate(self.sim, engine, frames)
@@ -411,6 +455,18 @@ def normal_face_colors(v, faces, base) -> np.ndarray:
 
 def _name_of(masses: dict, index: int):
     return next((n for n, i in masses.items() if i == index), None)
+
+
+def _add_soft(b, o: dict, mu: float, lam: float) -> np.ndarray:
+    """Add one checked soft (FEM) object to the builder ``b``; its particle indices."""
+    kw = dict(density=o["density"], mu=mu, lam=lam, damping=o["damping"],
+              velocity=o["velocity"], origin=o["position"], orientation=o["orientation"])
+    if o.get("shape") == "box":
+        return b.add_soft_box(o["extents"], resolution=tuple(o["resolution"]), **kw)
+    if o.get("shape") == "ball":
+        return b.add_soft_ball(o["radius"], subdivisions=o["subdivisions"], **kw)
+    vertices, tets = read_tet_mesh(o["mesh"])
+    return b.add_soft_mesh(vertices, tets, scale=o["scale"], **kw)
 
 
 def _add_object(b, o: dict, **kw) -> int:

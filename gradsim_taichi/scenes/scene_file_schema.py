@@ -16,6 +16,11 @@ PRIMITIVES = {  # shape -> {key: default (None: required)}
     "cone": {"radius": None, "height": None, "sections": 32},
     "lshape": {"size": 0.4, "thickness": 0.2},
 }
+SOFT_PRIMITIVES = {  # soft (FEM) solids: shape -> {key: default (None: required)}
+    "box": {"extents": None, "resolution": [4, 2, 2]},
+    "ball": {"radius": None, "subdivisions": 2},
+}
+SOFT_DOCS = {"mu": "Lame mu [Pa]", "lambda": "Lame lambda [Pa]"}
 CONTACT_DEFAULTS = {"ke": 5e3, "kd": 100.0, "kf": 100.0, "mu": 0.4}
 CONTACT_DOCS = {"ke": "normal stiffness [N/m]", "kd": "normal damping [N s/m]",
                 "kf": "friction stiffness [N s/m]", "mu": "Coulomb friction"}
@@ -139,7 +144,7 @@ def validate(data: dict, base_dir: Path) -> dict:
     return dict(scene=scene, camera=_camera(data["camera"]),
                 stage=_stage(data.get("stage", {})), contact=_contact(data.get("contact", {})),
                 objects=_objects(data["objects"], base_dir),
-                pushes=_pushes(data.get("pushes", []), len(data["objects"])),
+                pushes=_pushes(data.get("pushes", []), data["objects"]),
                 estimate=_estimate(data.get("estimate", {})),
                 shapes=_shapes(data.get("shapes", {}), base_dir))
 
@@ -228,10 +233,13 @@ def _objects(objs, base_dir: Path) -> list:
         if "kind" not in o:
             raise SceneFileError(f"{path}.kind: missing; expected \"rigid\"")
         kind = o["kind"]
-        if kind in ("soft", "cloth"):
-            raise SceneFileError(f"{path}.kind: {kind!r} objects are not yet supported in "
-                                 "scene files (only \"rigid\")")
-        _string(kind, f"{path}.kind", ("rigid",))
+        if kind == "cloth":
+            raise SceneFileError(f"{path}.kind: 'cloth' objects are not yet supported in "
+                                 "scene files (only \"rigid\" and \"soft\")")
+        _string(kind, f"{path}.kind", ("rigid", "soft"))
+        if kind == "soft":
+            out.append(_soft(o, path, base_dir))
+            continue
         _check_shape_choice(o, path)
         keys = ("kind", *(("mesh", "scale") if "mesh" in o
                           else ("shape", *PRIMITIVES[o["shape"]])),
@@ -261,7 +269,88 @@ def _objects(objs, base_dir: Path) -> list:
         else:
             obj["density"] = _number(o["density"], f"{path}.density", positive=True)
         out.append(obj)
+    soft = [i for i, o in enumerate(out) if o["kind"] == "soft"]
+    for i in soft:
+        for key in ("mu", "lambda"):
+            if isinstance(out[i][key], dict) and len(soft) > 1:
+                raise SceneFileError(f"objects[{i}].{key}: an unknown {key} needs a single "
+                                     f"soft object; this file has {len(soft)} (give the "
+                                     "others known values, or one soft object)")
     return out
+
+
+def _soft(o: dict, path: str, base_dir: Path) -> dict:
+    """A checked soft (FEM) object: a primitive solid or a tet mesh file, placed, with
+    its material (density known; mu and lambda known or unknown)."""
+    if ("shape" in o) == ("mesh" in o):
+        raise _err(f"{path}.shape", f"one of {', '.join(SOFT_PRIMITIVES)} or a mesh = "
+                   "\"solid.msh\" (exactly one of shape and mesh)")
+    shape = o.get("shape")
+    if "shape" in o and (not isinstance(shape, str) or shape not in SOFT_PRIMITIVES):
+        raise _err(f"{path}.shape", f"one of {', '.join(SOFT_PRIMITIVES)} for a soft object "
+                   "(or give mesh = \"solid.msh\", a tet mesh)", shape)
+    prim = SOFT_PRIMITIVES.get(shape, {})
+    keys = ("kind", *(("mesh", "scale") if "mesh" in o else ("shape", *prim)), "position",
+            "orientation", "velocity", "color", "density", "mu", "lambda", "damping")
+    _table(o, path, keys)
+    obj = dict(kind="soft")
+    if "shape" in o:
+        obj["shape"] = shape
+        for key, default in prim.items():
+            kp = f"{path}.{key}"
+            if key not in o and default is None:
+                raise SceneFileError(f"{kp}: missing; a soft {shape} needs "
+                                     f"{', '.join(prim)}")
+            value = o.get(key, default)
+            if key == "extents":
+                obj[key] = _vector(value, kp, 3)
+                if min(obj[key]) <= 0:
+                    raise _err(kp, "3 numbers > 0", value)
+            elif key == "resolution":
+                if not isinstance(value, list) or len(value) != 3:
+                    raise _err(kp, "a list of 3 integers >= 1 (cells along x, y, z)", value)
+                obj[key] = [_number(v, f"{kp}[{k}]", low=1, integer=True)
+                            for k, v in enumerate(value)]
+            elif key == "subdivisions":
+                obj[key] = _number(value, kp, low=0, integer=True)
+            else:
+                obj[key] = _number(value, kp, positive=True)
+    else:
+        mesh = _string(o["mesh"], f"{path}.mesh")
+        file = Path(mesh) if Path(mesh).is_absolute() else base_dir / mesh
+        if not file.is_file():
+            raise FileNotFoundError(f"{path}.mesh: tet mesh file not found: {file}")
+        try:
+            read_tet_mesh(file)
+        except Exception as e:  # meshio and the mesh checks raise many kinds
+            raise SceneFileError(f"{path}.mesh: cannot read {file} as a tetrahedral mesh: "
+                                 f"{e}") from None
+        obj["mesh"] = str(file.resolve())
+        obj["scale"] = _number(o.get("scale", 1.0), f"{path}.scale", positive=True)
+    if "position" not in o:
+        raise SceneFileError(f"{path}.position: missing; expected a list of 3 numbers")
+    obj["position"] = _vector(o["position"], f"{path}.position", 3)
+    obj["orientation"] = _vector(o.get("orientation", [1.0, 0.0, 0.0, 0.0]),
+                                 f"{path}.orientation", 4)
+    if not np.linalg.norm(obj["orientation"]) > 1e-12:
+        raise _err(f"{path}.orientation", "a non-zero quaternion w, x, y, z",
+                   o["orientation"])
+    obj["velocity"] = _vector(o.get("velocity", [0.0, 0.0, 0.0]), f"{path}.velocity", 3)
+    obj["color"] = _vector(o.get("color", [0.2, 0.45, 0.8]), f"{path}.color", 3, unit=True)
+    obj["density"] = _number(o.get("density", 1000.0), f"{path}.density", positive=True)
+    for key in ("mu", "lambda"):
+        if key not in o:
+            raise SceneFileError(f"{path}.{key}: missing; a soft object needs its Lame "
+                                 "parameters mu and lambda [Pa] (numbers or unknowns)")
+        obj[key] = _value_or_unknown(o[key], f"{path}.{key}")
+    obj["damping"] = _number(o.get("damping", 0.0), f"{path}.damping", low=0)
+    return obj
+
+
+def read_tet_mesh(file):
+    from gradsim_taichi.meshes import read_tet_mesh as read
+
+    return read(file)
 
 
 SHAPE_KEYS = ("shape", "mesh", "scale", *{k: 0 for d in PRIMITIVES.values() for k in d})
@@ -365,7 +454,8 @@ def _check_mesh(file: Path, path: str) -> None:
                          "edges", str(file))
 
 
-def _pushes(pushes, n_objects: int) -> list:
+def _pushes(pushes, objects: list) -> list:
+    n_objects = len(objects)
     if not isinstance(pushes, list):
         raise _err("pushes", "[[pushes]] tables", pushes)
     out = []
@@ -376,6 +466,9 @@ def _pushes(pushes, n_objects: int) -> list:
         body = _number(p["object"], f"{path}.object", low=0, integer=True)
         if body >= n_objects:
             raise _err(f"{path}.object", f"an object index in [0, {n_objects})", body)
+        if objects[body].get("kind") != "rigid":
+            raise _err(f"{path}.object", "the index of a rigid object (pushes act on rigid "
+                       f"bodies); objects[{body}] is {objects[body].get('kind')!r}", body)
         kind = _string(p["kind"], f"{path}.kind", ("impulse", "force"))
         push = dict(object=body, kind=kind, vector=_vector(p["vector"], f"{path}.vector", 3),
                     frame=_string(p.get("frame", "world"), f"{path}.frame", ("world", "body")))

@@ -34,8 +34,14 @@ def _spec_of(scene: FileScene) -> dict:
         camera["fov_y_deg"] = float(scene.fov_y_deg)
     camera.update(near=float(scene.near), far=float(scene.far))
     mass_names = {i: n for n, i in scene._mass_params().items()}
-    objects = [dict(o, mass=_unknown(scene, mass_names[i], o["mass"])) if i in mass_names
-               else o for i, o in enumerate(spec["objects"])]
+    objects = []
+    for i, o in enumerate(spec["objects"]):
+        if i in mass_names:
+            o = dict(o, mass=_unknown(scene, mass_names[i], o["mass"]))
+        for key in ("mu", "lambda"):  # a soft object's unknown Lame parameters
+            if isinstance(o.get(key), dict):
+                o = dict(o, **{key: _unknown(scene, key, o[key])})
+        objects.append(o)
     contact = {k: _unknown(scene, f"contact_{k}", v) if isinstance(v, dict)
                else float(scene.contact.get(k, v)) for k, v in spec["contact"].items()}
     warmup = scene.warmup
