@@ -162,3 +162,25 @@ def test_pushes_on_soft_objects_and_several_unknown_soft_are_refused():
     with pytest.raises(SceneFileError, match=r"objects\[0\].mu: an unknown mu needs a "
                                              r"single soft object"):
         scene_from_toml(SOFT + second)
+
+
+def test_cli_scene_check_lists_a_soft_object(tmp_path, capsys):
+    from gradsim_taichi.cli import main
+
+    path = tmp_path / "soft.toml"
+    path.write_text(SOFT)
+    assert main(["scene", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "objects[0]: soft ball, density 150, mu unknown (8000..30000), lambda 23000" in out
+    assert "unknown mu: guesses 8000..30000, true 15000" in out
+
+
+def test_estimate_the_unknown_mu_of_a_soft_ball():
+    from gradsim_taichi.estimation import estimate, render_target
+
+    scene = scene_from_toml(SOFT)
+    result = estimate(scene, render_target(scene), init={"mu": 25000.0}, iters=6,
+                      progress=False, uncertainty=False)
+    assert abs(float(result.init["mu"]) - 15000.0) / 15000.0 > 0.5
+    # measured: 1.1e-14 (L-BFGS, 6 iterations)
+    assert abs(float(result.params["mu"]) - 15000.0) / 15000.0 < 1e-9

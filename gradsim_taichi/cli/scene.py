@@ -66,6 +66,10 @@ def cmd_scene_check(args) -> int:
           f"substeps, {scene.width}x{scene.height} px")
     for i, o in enumerate(spec["objects"]):
         what = o.get("shape") or o["mesh"]
+        if o["kind"] == "soft":
+            print(f"  objects[{i}]: soft {what}, density {o['density']:g}, mu "
+                  f"{_show(o['mu'])}, lambda {_show(o['lambda'])}")
+            continue
         mass = o.get("mass", f"density {o.get('density')}")
         print(f"  objects[{i}]: {o['kind']} {what}, mass {_show(mass)}")
     for i, p in enumerate(spec["pushes"]):
