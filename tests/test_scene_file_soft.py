@@ -1,6 +1,7 @@
-"""Soft (FEM) objects in scene files: the file builds what the ModelBuilder calls build,
-a tet mesh file is the same solid as the primitive, file -> scene -> file round trips,
-unknown Lame parameters become parameters, and errors name the key."""
+"""Soft (FEM) and cloth objects in scene files: the file builds what the ModelBuilder
+calls build, a tet mesh file is the same solid as the primitive, file -> scene -> file
+round trips, unknown Lame parameters and cloth stiffnesses become parameters, and errors
+name the key."""
 
 import numpy as np
 import pytest
@@ -135,7 +136,8 @@ duration = 0.016666666666666666
     ("damping = 1.0", "damping = -1.0", ["objects[0].damping: expected a number >= 0"]),
     ("radius = 0.15\n", "", ["objects[0].radius: missing; a soft ball needs radius"]),
     ("density = 150.0", "mass = 1.0", ["objects[0].mass: unknown key"]),
-    ('kind = "soft"', 'kind = "cloth"', ["objects[0].kind: 'cloth' objects are not yet"]),
+    ('kind = "soft"', 'kind = "jelly"', ["objects[0].kind: expected one of rigid, soft, "
+                                         "cloth"]),
     ('shape = "ball"\nradius = 0.15\nsubdivisions = 1', 'mesh = "nowhere.msh"',
      ["objects[0].mesh: tet mesh file not found"]),
     ('shape = "ball"\nradius = 0.15\nsubdivisions = 1', 'mesh = "junk.msh"',
@@ -184,3 +186,76 @@ def test_estimate_the_unknown_mu_of_a_soft_ball():
     assert abs(float(result.init["mu"]) - 15000.0) / 15000.0 > 0.5
     # measured: 1.1e-14 (L-BFGS, 6 iterations)
     assert abs(float(result.params["mu"]) - 15000.0) / 15000.0 < 1e-9
+
+
+CLOTH = SOFT[:SOFT.index("[contact]")] + """
+[contact]
+ke = 1000.0
+kd = 0.5
+kf = 1.0
+mu = 0.5
+
+[[objects]]
+kind = "cloth"
+size = [0.5, 0.5]
+resolution = [4, 4]
+position = [-0.25, 0.3, -0.25]
+velocity = [0.3, 0.5, 0.0]
+density = 1.0
+pinned = ["top_left"]
+tri_ke = { unknown = true, guess_low = 100.0, guess_high = 400.0, true = 200.0 }
+tri_ka = 200.0
+tri_kd = 1.0
+edge_ke = 0.5
+edge_kd = 0.0
+"""
+
+
+def test_a_cloth_is_what_the_builder_calls_build_and_round_trips():
+    scene = scene_from_toml(CLOTH)
+    assert list(scene.params) == ["tri_ke"] and scene.params["tri_ke"].sim_name == "tri_ke"
+    x, frames = rollout(scene)
+    b = ModelBuilder(contact_ke=1e3, contact_kd=0.5, contact_kf=1.0, contact_mu=0.5)
+    b.add_cloth_grid((0.5, 0.5), (4, 4), origin=(-0.25, 0.3, -0.25), density=1.0,
+                     velocity=(0.3, 0.5, 0.0), pinned=["top_left"], tri_ke=200.0,
+                     tri_ka=200.0, tri_kd=1.0, edge_ke=0.5, edge_kd=0.0)
+    ref = positions(b, 12)
+    assert x.shape == ref.shape == (13, 25, 3) and float((x - ref).abs().max()) <= 1e-12
+    assert float((x[-1] - x[0]).abs().max()) > 0.05
+    assert float((frames[-1] - frames[0]).abs().max()) > 0.1  # drawn, and it moves
+    stiffer, _ = rollout(scene, {"tri_ke": torch.tensor(400.0, dtype=torch.float64)})
+    assert float((stiffer - x).abs().max()) > 1e-6
+    text = scene_to_toml(scene)
+    again = scene_from_toml(text)
+    assert again.spec == scene.spec and scene_to_toml(again) == text
+    x1, f1 = rollout(again)
+    assert float((x1 - x).abs().max()) <= 1e-12 and float((f1 - frames).abs().max()) <= 1e-12
+
+
+@pytest.mark.parametrize("old, new, words", [
+    ("size = [0.5, 0.5]\n", "", ["objects[0].size: missing"]),
+    ('pinned = ["top_left"]', 'pinned = ["middle"]', ["objects[0].pinned: expected a list "
+                                                      "of names from corners"]),
+    ("edge_kd = 0.0", "edge_kd = -1.0", ["objects[0].edge_kd: expected a number >= 0"]),
+    ("tri_ka = 200.0", "tri_ka = 0.0", ["objects[0].tri_ka: expected a number > 0"]),
+    ("resolution = [4, 4]", "resolution = [4, 0]", ["objects[0].resolution[1]: expected "
+                                                    "an integer >= 1"]),
+    ("density = 1.0", "density = 1.0\nmass = 1.0", ["objects[0].mass: unknown key"]),
+])
+def test_cloth_errors_name_the_key(old, new, words):
+    assert old in CLOTH
+    with pytest.raises(SceneFileError) as info:
+        scene_from_toml(CLOTH.replace(old, new))
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_cli_scene_check_lists_a_cloth(tmp_path, capsys):
+    from gradsim_taichi.cli import main
+
+    path = tmp_path / "cloth.toml"
+    path.write_text(CLOTH)
+    assert main(["scene", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "objects[0]: cloth 0.5 x 0.5 m, 4x4 cells, density 1 kg/m^2" in out
+    assert "unknown tri_ke: guesses 100..400, true 200" in out

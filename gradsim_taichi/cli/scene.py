@@ -65,6 +65,11 @@ def cmd_scene_check(args) -> int:
     print(f"{scene.name}: {scene.frames} frames at {scene.fps:g} fps, {scene.substeps} "
           f"substeps, {scene.width}x{scene.height} px")
     for i, o in enumerate(spec["objects"]):
+        if o["kind"] == "cloth":
+            nx, ny = o["resolution"]
+            print(f"  objects[{i}]: cloth {o['size'][0]:g} x {o['size'][1]:g} m, {nx}x{ny} "
+                  f"cells, density {o['density']:g} kg/m^2")
+            continue
         what = o.get("shape") or o["mesh"]
         if o["kind"] == "soft":
             print(f"  objects[{i}]: soft {what}, density {o['density']:g}, mu "

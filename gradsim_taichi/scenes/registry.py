@@ -1,12 +1,16 @@
 """The presets by name: estimation scenes (:data:`SCENES`) and control tasks
-(:data:`TASKS`). Presets register themselves with a class decorator on import."""
+(:data:`TASKS`). Presets register themselves on import: a Scene class with the
+:func:`register` decorator, or a shipped scene file with ``register(FilePreset(name))``
+(:mod:`gradsim_taichi.scenes.rigid`)."""
 
 SCENES: dict = {}
 TASKS: dict = {}
 
 
 def register(cls):
-    """Class decorator: add an estimation preset to :data:`SCENES` under ``cls.name``."""
+    """Add an estimation preset to :data:`SCENES` under ``cls.name``: a Scene class (as a
+    decorator) or any callable with ``name``, ``summary`` and ``shapes`` that returns a
+    scene (a :class:`~gradsim_taichi.scenes.scene_file.FilePreset`); returns it."""
     SCENES[cls.name] = cls
     return cls
 

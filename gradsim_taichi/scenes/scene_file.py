@@ -51,7 +51,7 @@ optional take the value shown)::
     # rendered with; doc, optional, describes the parameter)
 
     [[objects]]               # one table per body, in order (index 0, 1, ...)
-    kind = "rigid"            # "rigid", or "soft" (FEM; keys below)
+    kind = "rigid"            # "rigid", "soft" (FEM) or "cloth" (keys below)
     shape = "box"             # box: extents = [x, y, z]; sphere: radius, subdivisions (2);
                               # cylinder, cone: radius, height, sections (32; axis on the
                               # mesh z, the cone's base at z = 0); lshape: size, thickness
@@ -81,7 +81,23 @@ optional take the value shown)::
     mu = 15000.0              # Lame parameters [Pa]: numbers, or unknown tables (then
     lambda = 23000.0          # named mu, lambda; only with a single soft object)
     damping = 0.0             # optional: strain-rate viscosity [Pa s]
-    # pushes act on rigid objects only; "cloth" objects are not supported yet
+
+    [[objects]]               # a cloth: a rectangular grid of triangles
+    kind = "cloth"
+    size = [0.5, 0.5]         # [width, height] m
+    resolution = [8, 8]       # optional: cells (two triangles each)
+    plane = "xz"              # optional: "xz" (flat, normal +y) or "xy" (standing)
+    position = [-0.25, 0.8, -0.25]         # of the grid's corner (0, 0)
+    velocity = [0.0, 0.0, 0.0]             # optional
+    color = [0.75, 0.6, 0.3]               # optional
+    density = 0.1             # optional: area density [kg/m^2]
+    pinned = []               # optional: corners, top_corners, bottom_corners, top,
+                              # bottom, left, right, top_left, top_right, bottom_left,
+                              # bottom_right
+    tri_ke = 100.0            # optional stretch, area stiffness [N/m] and damping; edge_ke,
+    tri_ka = 100.0            # edge_kd bending: numbers or unknowns (one cloth); absent:
+                              # the builder's stable defaults
+    # pushes act on rigid objects only
 
     [shapes]                  # optional: named alternatives to objects[0]'s shape keys,
     cone = { shape = "cone", radius = 0.2, height = 0.4 }   # chosen with --shape NAME
@@ -103,8 +119,9 @@ optional take the value shown)::
     warmup = [0, 0]           # (iterations, last frame) fitted first, or a list of them
 
 Unknowns become the scene's parameters: ``mass`` (one object) or ``mass_<index>``
-(several), ``contact_ke``, ``contact_kd``, ``contact_kf``, ``contact_mu``, and a soft
-object's ``mu`` and ``lambda``.
+(several), ``contact_ke``, ``contact_kd``, ``contact_kf``, ``contact_mu``, a soft
+object's ``mu`` and ``lambda``, and a cloth's ``tri_ke``, ``tri_ka``, ``tri_kd``,
+``edge_ke``, ``edge_kd``.
 An unknown without ``true`` is built at the geometric mean of its guesses; estimating
 it needs a target video.
 
@@ -126,6 +143,7 @@ from gradsim_taichi import runtime
 from gradsim_taichi.render import Camera, Mesh
 from gradsim_taichi.scenes.base import ParamSpec, RenderPart, Scene, ground_part
 from gradsim_taichi.scenes.scene_file_schema import (  # noqa: F401 (re-exported)
+    CLOTH_DOCS,
     CONTACT_DEFAULTS,
     CONTACT_DOCS,
     OPTIMIZERS,
@@ -285,8 +303,12 @@ class FileScene(Scene):
                                            else "mass of the body [kg]")
                 truth_given[name] = "true" in o["mass"]
             for key in ("mu", "lambda"):  # a soft object's (the only one, if unknown)
-                if isinstance(o.get(key), dict):
+                if o["kind"] == "soft" and isinstance(o.get(key), dict):
                     params[key] = _spec_param(f"tet_{key}", o[key], SOFT_DOCS[key])
+                    truth_given[key] = "true" in o[key]
+            for key in CLOTH_DOCS:  # a cloth's (the only one, if unknown)
+                if o["kind"] == "cloth" and isinstance(o.get(key), dict):
+                    params[key] = _spec_param(key, o[key], CLOTH_DOCS[key])
                     truth_given[key] = "true" in o[key]
         for key, value in spec["contact"].items():
             if isinstance(value, dict):
@@ -363,8 +385,20 @@ class FileScene(Scene):
                          contact_mu=contact["mu"])
         names = {i: n for n, i in self._mass_params().items()}
         bodies = self._bodies()
+        self._cloths = {}
         for i, o in enumerate(self.spec["objects"]):
             where = f"objects[{i}]"
+            if o["kind"] == "cloth":
+                values = {k: truth[k] if isinstance(o[k], dict) else o[k]
+                          for k in CLOTH_DOCS if k in o}
+                try:
+                    self._cloths[i] = b.add_cloth_grid(
+                        tuple(o["size"]), tuple(o["resolution"]), origin=o["position"],
+                        plane=o["plane"], density=o["density"], velocity=o["velocity"],
+                        pinned=o["pinned"] or None, **values)
+                except ValueError as e:
+                    raise SceneFileError(f"scene file {self.source}: {where}: {e}") from None
+                continue
             if o["kind"] == "soft":
                 try:
                     mu, lam = (truth[k] if isinstance(o[k], dict) else o[k]
@@ -415,6 +449,11 @@ class FileScene(Scene):
         for o, (offset, tris) in zip(soft, getattr(model, "soft_surfaces", [])):
             parts.append(RenderPart(Mesh(tris, color=o["color"]), output="particles",
                                     vertex_ids=offset + np.arange(tris.max() + 1)))
+        for i, cloth in getattr(self, "_cloths", {}).items():
+            ids = np.asarray(cloth.particles)
+            local = np.searchsorted(ids, np.asarray(cloth.faces))  # ids are increasing
+            parts.append(RenderPart(Mesh(local, color=objects[i]["color"], two_sided=True),
+                                    output="particles", vertex_ids=ids))
         st = self.spec["stage"]
         if st["ground"]:
             parts.append(ground_part(extent=tuple(st["extent"]), height=st["height"],

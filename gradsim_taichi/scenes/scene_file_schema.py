@@ -21,6 +21,13 @@ SOFT_PRIMITIVES = {  # soft (FEM) solids: shape -> {key: default (None: required
     "ball": {"radius": None, "subdivisions": 2},
 }
 SOFT_DOCS = {"mu": "Lame mu [Pa]", "lambda": "Lame lambda [Pa]"}
+CLOTH_DOCS = {"tri_ke": "cloth stretch stiffness [N/m]",
+              "tri_ka": "cloth area stiffness [N/m]",
+              "tri_kd": "cloth area damping [N s/m]",
+              "edge_ke": "cloth bending stiffness [N m/rad]",
+              "edge_kd": "cloth bending damping [N m s/rad]"}
+CLOTH_PINS = ("corners", "top_corners", "bottom_corners", "top", "bottom", "left", "right",
+              "top_left", "top_right", "bottom_left", "bottom_right")
 CONTACT_DEFAULTS = {"ke": 5e3, "kd": 100.0, "kf": 100.0, "mu": 0.4}
 CONTACT_DOCS = {"ke": "normal stiffness [N/m]", "kd": "normal damping [N s/m]",
                 "kf": "friction stiffness [N s/m]", "mu": "Coulomb friction"}
@@ -231,14 +238,14 @@ def _objects(objs, base_dir: Path) -> list:
         if not isinstance(o, dict):
             raise _err(path, "a table", o)
         if "kind" not in o:
-            raise SceneFileError(f"{path}.kind: missing; expected \"rigid\"")
-        kind = o["kind"]
-        if kind == "cloth":
-            raise SceneFileError(f"{path}.kind: 'cloth' objects are not yet supported in "
-                                 "scene files (only \"rigid\" and \"soft\")")
-        _string(kind, f"{path}.kind", ("rigid", "soft"))
+            raise SceneFileError(f"{path}.kind: missing; expected \"rigid\", \"soft\" or "
+                                 "\"cloth\"")
+        kind = _string(o["kind"], f"{path}.kind", ("rigid", "soft", "cloth"))
         if kind == "soft":
             out.append(_soft(o, path, base_dir))
+            continue
+        if kind == "cloth":
+            out.append(_cloth(o, path))
             continue
         _check_shape_choice(o, path)
         keys = ("kind", *(("mesh", "scale") if "mesh" in o
@@ -269,14 +276,48 @@ def _objects(objs, base_dir: Path) -> list:
         else:
             obj["density"] = _number(o["density"], f"{path}.density", positive=True)
         out.append(obj)
-    soft = [i for i, o in enumerate(out) if o["kind"] == "soft"]
-    for i in soft:
-        for key in ("mu", "lambda"):
-            if isinstance(out[i][key], dict) and len(soft) > 1:
-                raise SceneFileError(f"objects[{i}].{key}: an unknown {key} needs a single "
-                                     f"soft object; this file has {len(soft)} (give the "
-                                     "others known values, or one soft object)")
+    for kind, keys in (("soft", ("mu", "lambda")), ("cloth", tuple(CLOTH_DOCS))):
+        same = [i for i, o in enumerate(out) if o["kind"] == kind]
+        for i in same:
+            for key in keys:
+                if isinstance(out[i].get(key), dict) and len(same) > 1:
+                    raise SceneFileError(
+                        f"objects[{i}].{key}: an unknown {key} needs a single {kind} "
+                        f"object; this file has {len(same)} (give the others known "
+                        f"values, or one {kind} object)")
     return out
+
+
+def _cloth(o: dict, path: str) -> dict:
+    """A checked cloth object: a rectangular grid of triangles, its area density, pins
+    and (optional) membrane and bending stiffness, known or unknown."""
+    keys = ("kind", "size", "resolution", "plane", "position", "velocity", "color",
+            "density", "pinned", *CLOTH_DOCS)
+    _table(o, path, keys, ("size", "position"))
+    obj = dict(kind="cloth", size=_vector(o["size"], f"{path}.size", 2))
+    if min(obj["size"]) <= 0:
+        raise _err(f"{path}.size", "[width, height] > 0 [m]", o["size"])
+    res = o.get("resolution", [8, 8])
+    if not isinstance(res, list) or len(res) != 2:
+        raise _err(f"{path}.resolution", "[nx, ny] cells (integers >= 1)", res)
+    obj["resolution"] = [_number(v, f"{path}.resolution[{k}]", low=1, integer=True)
+                         for k, v in enumerate(res)]
+    obj["plane"] = _string(o.get("plane", "xz"), f"{path}.plane", ("xz", "xy"))
+    obj["position"] = _vector(o["position"], f"{path}.position", 3)
+    obj["velocity"] = _vector(o.get("velocity", [0.0, 0.0, 0.0]), f"{path}.velocity", 3)
+    obj["color"] = _vector(o.get("color", [0.75, 0.6, 0.3]), f"{path}.color", 3, unit=True)
+    obj["density"] = _number(o.get("density", 0.1), f"{path}.density", positive=True)
+    pins = o.get("pinned", [])
+    if not isinstance(pins, list) or not all(isinstance(p, str) and p in CLOTH_PINS
+                                             for p in pins):
+        raise _err(f"{path}.pinned", f"a list of names from {', '.join(CLOTH_PINS)}", pins)
+    obj["pinned"] = list(pins)
+    for key in CLOTH_DOCS:  # absent: the builder's stable defaults
+        if key in o:
+            known = not isinstance(o[key], dict) and key.endswith("kd")  # damping: >= 0
+            obj[key] = (_number(o[key], f"{path}.{key}", low=0) if known
+                        else _value_or_unknown(o[key], f"{path}.{key}"))
+    return obj
 
 
 def _soft(o: dict, path: str, base_dir: Path) -> dict:

@@ -38,8 +38,8 @@ def _spec_of(scene: FileScene) -> dict:
     for i, o in enumerate(spec["objects"]):
         if i in mass_names:
             o = dict(o, mass=_unknown(scene, mass_names[i], o["mass"]))
-        for key in ("mu", "lambda"):  # a soft object's unknown Lame parameters
-            if isinstance(o.get(key), dict):
+        for key in ("mu", "lambda", "tri_ke", "tri_ka", "tri_kd", "edge_ke", "edge_kd"):
+            if isinstance(o.get(key), dict):  # a soft object's or cloth's unknowns
                 o = dict(o, **{key: _unknown(scene, key, o[key])})
         objects.append(o)
     contact = {k: _unknown(scene, f"contact_{k}", v) if isinstance(v, dict)
