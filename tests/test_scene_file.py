@@ -414,7 +414,8 @@ def test_cli_scene_check(tmp_path, capsys):
     (["estimate"], "give a preset SCENE or --scene FILE (exactly one)"),
     (["estimate", "rigid-mass", "--scene", "x.toml"], "exactly one"),
     (["estimate", "--scene", "/nonexistent/scene.toml"], "scene file not found"),
-    (["estimate", "--scene", "x.toml", "--shape", "cone"], "--shape goes with a preset"),
+    (["estimate", "--scene", "/nonexistent/x.toml", "--shape", "cone"],
+     "scene file not found"),
     (["scene", "show", "fem-beam"], "not expressible as a scene file yet"),
     (["scene", "show", "no-such"], "unknown scene 'no-such'"),
     (["scene", "show", "fem-beam", "--shape", "box"], "offers no shapes"),
@@ -558,3 +559,19 @@ def test_an_unknowns_doc_is_its_parameters_doc():
     assert scene_from_toml(BASE).params["mass"].doc == "mass of the body [kg]"
     with pytest.raises(SceneFileError, match="objects.0..mass.doc: expected a string"):
         scene_from_toml(BASE.replace("true = 4.0 }", "true = 4.0, doc = 1 }"))
+
+
+def test_cli_shape_picks_a_variant_of_a_scene_file(tmp_path, capsys):
+    from gradsim_taichi.scenes import SCENES
+
+    path = tmp_path / "mass.toml"
+    path.write_text(SCENES["rigid-mass"].text())
+    out = tmp_path / "run"
+    assert main(["estimate", "--scene", str(path), "--shape", "cone", "--iters", "1",
+                 "--frames", "4", "--resolution", "16", "--out", str(out), "--quiet",
+                 "--arch", TEST_ARCH]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["shape"] == "cone"
+    assert main(["estimate", "--scene", str(path), "--shape", "pyramid"]) == 2
+    err = capsys.readouterr().err
+    assert "mass.toml: shape 'pyramid': the file offers box, cone, cylinder, lshape" in err

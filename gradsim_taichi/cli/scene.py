@@ -108,16 +108,16 @@ def scene_overrides(args) -> dict:
 
 
 def load_scene_arg(args, names=(), need_truth: bool = True, need_unknowns: bool = True):
-    """The scene of ``--scene FILE`` with the ``--frames``/``--resolution`` overrides,
-    ``names`` checked against its parameters. With ``need_truth`` (no target video
+    """The scene of ``--scene FILE`` with the ``--frames``/``--resolution`` overrides and
+    ``--shape`` (a name of the file's ``[shapes]`` table), ``names`` checked against its
+    parameters. With ``need_truth`` (no target video
     given) every estimated unknown must have a ``true`` value in the file; with
     ``need_unknowns`` the file must have some."""
     from gradsim_taichi.scenes.scene_file import load_scene_file
 
-    if getattr(args, "shape", None) is not None:
-        raise CLIError("--shape goes with a preset; a scene file gives its objects' shapes")
     try:
-        scene = load_scene_file(args.scene_file, **scene_overrides(args))
+        scene = load_scene_file(args.scene_file, shape=getattr(args, "shape", None),
+                                **scene_overrides(args))
         scene.check_params(names)
         scene.build_model()  # numpy only: the builder's checks, before any Taichi work
     except (FileNotFoundError, ValueError) as e:
