@@ -298,6 +298,13 @@ def _quat_matrix(q):
                      [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
 
 
+def _mu(scene) -> float:
+    """The scene's Coulomb friction: its known value, or the unknown's truth."""
+    if "mu" in scene.contact:
+        return float(scene.contact["mu"])
+    return float(scene.params["contact_mu"].true)
+
+
 class PyBulletWorld:
     """The preset's body, ground and push in PyBullet (``p.DIRECT``), y up.
 
@@ -324,7 +331,9 @@ class PyBulletWorld:
         self.principal = evecs  # mesh axes -> principal axes: x_mesh = E x_principal
         self.local = (info.vertices - info.com) @ evecs  # principal-frame vertices
         self.com, self.faces = info.com, np.asarray(info.faces)
-        self.impulse_point = (np.asarray(scene.impulse_point) - info.com) @ evecs
+        push = scene.spec["pushes"][0]  # the preset's one known impulse (world frame)
+        self.impulse = np.asarray(push["vector"], float)
+        self.impulse_point = (np.asarray(push["point"]) - info.com) @ evecs
         R0 = _quat_matrix(info.orientation) @ evecs
         x0 = info.position + _quat_matrix(info.orientation) @ info.com
         ground = p.createMultiBody(0, p.createCollisionShape(p.GEOM_PLANE,
@@ -355,7 +364,7 @@ class PyBulletWorld:
                                       baseOrientation=orn, **kw)
         p.changeVisualShape(self.body, -1, textureUniqueId=p.loadTexture(tex_path, **kw),
                             **kw)
-        p.changeDynamics(self.body, -1, lateralFriction=float(scene.contact["mu"]),
+        p.changeDynamics(self.body, -1, lateralFriction=_mu(scene),
                          restitution=0.0, localInertiaDiagonal=(evals / info.mass * mass
                                                                 ).tolist(), **kw)
         # the stage: visual only (the ground plane above collides)
@@ -387,7 +396,7 @@ class PyBulletWorld:
         body) over the first frame, as in the preset. ``on_frame()`` is called at every
         frame (the initial state included)."""
         p, s = self.p, self.scene
-        force = np.asarray(s.impulse, float) * s.fps
+        force = self.impulse * s.fps
         out = [self.vertices()]
         if on_frame is not None:
             on_frame()

@@ -9,9 +9,13 @@ The manifest is JSON Lines (one object per line; blank lines and lines starting 
 ``#`` are skipped) or CSV (a header row; an empty cell is an absent key). Keys:
 
 - ``id`` (required): the item's folder name (letters, digits, ``.``, ``_``, ``-``).
-- ``scene`` (required): a preset of :data:`gradsim_taichi.scenes.SCENES`.
+- ``scene`` (required): a preset of :data:`gradsim_taichi.scenes.SCENES`, or a scene
+  file (a name ending in ``.toml``, relative to the manifest's folder; see
+  :mod:`gradsim_taichi.scenes.scene_file`). Without a target video every unknown the
+  item estimates needs a truth: the file's ``true`` or the item's ``truth``.
 - ``shape``: the body's shape for the presets that have one (``rigid-mass``,
-  ``rigid-contact``: ``gradsim_taichi.scenes.rigid.SHAPES``).
+  ``rigid-contact``: ``gradsim_taichi.scenes.rigid.SHAPES``), or a name of a scene
+  file's ``[shapes]`` table.
 - ``seed``: draws the initial guess (default 0).
 - ``target``: a video (MP4, GIF, a folder of PNGs; relative to the manifest's folder);
   absent, empty or ``"synthetic"``: rendered from the scene's ground truth.
@@ -24,7 +28,9 @@ The manifest is JSON Lines (one object per line; blank lines and lines starting 
   ``"background"``), ``render`` (``antialias`` or ``soft``; default ``antialias`` with a
   target video): as the ``estimate`` command's flags (default: the preset's).
 
-Failures are isolated: an item whose scene, shape, video or options are bad, or whose
+Failures are isolated: an item whose scene (or scene file: missing, or a value the
+schema refuses; the message names the file and the key), shape, video or options are
+bad, or whose
 run stops on a NaN or diverges, is marked failed with its message and the others go on.
 Structural errors of the manifest itself (a line that is not JSON, a missing or
 duplicate id, an unknown key, a value of the wrong type) stop before anything runs
@@ -83,7 +89,8 @@ class RayMissingError(ImportError):
 @dataclass(frozen=True)
 class Item:
     """One estimation of a manifest (see the module's docstring for the keys); ``line``
-    is where it stands in the manifest."""
+    is where it stands in the manifest; ``scene_file`` is the path of a ``scene`` that
+    names a scene file (relative to the manifest's folder), else None."""
 
     id: str
     scene: str
@@ -103,6 +110,7 @@ class Item:
     loss: str | None = None
     fit: str | None = None
     render: str | None = None
+    scene_file: str | None = None
 
 
 # ---- the manifest ------------------------------------------------------------------------
@@ -166,7 +174,9 @@ def _csv_records(text):
 def parse_item(record: dict, line: int = 0, base=".", from_csv: bool = False) -> Item:
     """An :class:`Item` from one manifest record (values as JSON gives them, or strings
     from CSV); a relative ``target`` is taken relative to ``base``. A
-    :class:`ManifestError` for a missing id or scene, an unknown key or a bad value."""
+    :class:`ManifestError` for a missing id or scene, an unknown key or a bad value. A
+    ``scene`` ending in ``.toml`` is a scene file, relative to ``base`` too (read when
+    the item runs: a missing or bad file fails that item alone)."""
     unknown = sorted(set(record) - set(KEYS))
     if unknown:
         raise ManifestError(f"unknown key {unknown[0]!r}; keys: {', '.join(KEYS)}")
@@ -183,6 +193,8 @@ def parse_item(record: dict, line: int = 0, base=".", from_csv: bool = False) ->
     if not _ID.match(values["id"]):
         raise ManifestError(f"id {values['id']!r}: use letters, digits, '.', '_' and '-' "
                             "(it names the item's folder)")
+    if values["scene"].lower().endswith(".toml"):
+        values["scene_file"] = str(Path(base) / values["scene"])
     target = values.get("target")
     if target in ("", "synthetic"):
         values.pop("target")
@@ -274,19 +286,31 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
         with locked(folder):
             for name in (ERROR_FILE, REPORT_FILE) + (() if resume else (STATE_FILE,)):
                 (folder / name).unlink(missing_ok=True)
-            scene = make_preset(item.scene, frames=item.frames, resolution=item.resolution,
-                                **({"shape": item.shape} if item.shape else {}))
+            if item.scene_file is not None:
+                scene = _file_scene(item)
+            else:
+                scene = make_preset(item.scene, frames=item.frames,
+                                    resolution=item.resolution,
+                                    **({"shape": item.shape} if item.shape else {}))
             names = scene.check_params(item.params or scene.default_params)
-            target = None
+            target, truth = None, item.truth
             if item.target is not None:
                 scene.check_params(item.truth)
                 target = load_video(item.target)
-            elif item.truth:
-                scene.set_truth(item.truth)
-            settings = dict(scene=item.scene, target=item.target, true=item.truth,
+                if item.scene_file is not None:  # the file's true values, to report
+                    truth = {**{n: float(scene.params[n].true) for n in names
+                                if scene.truth_given[n]}, **truth}
+            else:
+                if item.truth:
+                    scene.set_truth(item.truth)
+                if item.scene_file is not None:
+                    _check_truth(item, scene, names)
+            settings = dict(scene=item.scene, target=item.target, true=truth,
                             frames=scene.frames, substeps=scene.substeps, fps=scene.fps,
                             width=scene.width, height=scene.height, id=item.id,
                             shape=item.shape, attempt=attempt)
+            if item.scene_file is not None:
+                settings["scene_file"] = item.scene_file
             runtime.seed_generators(item.seed)  # as `estimate --seed` does through init
             estimate_into(folder, scene, target, settings, params=names, iters=item.iters,
                           lr=item.lr, optimizer=item.optimizer,
@@ -294,12 +318,35 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
                           resume=resume, progress=False,
                           render=render_for(target is not None, item.render),
                           loss=item.loss or "mse", fit=item.fit,
-                          true=item.truth if item.target is not None else None)
+                          true=truth if item.target is not None else None)
     except Exception as e:  # isolated: the item fails, the batch goes on
         return failed_row(out, item, error_message(e), attempt)
     row = row_from_report(item, folder / REPORT_FILE)
     row["attempts"] = attempt
     return row
+
+
+def _file_scene(item: Item):
+    """The scene of an item whose ``scene`` is a scene file, with its size overrides and
+    shape; the builder's checks run (numpy only) so that a bad body fails here."""
+    from gradsim_taichi.scenes.registry import size_overrides
+    from gradsim_taichi.scenes.scene_file import load_scene_file
+
+    scene = load_scene_file(item.scene_file, shape=item.shape,
+                            **size_overrides(item.frames, item.resolution))
+    if not scene.params:
+        raise ValueError(f"scene file {item.scene_file}: no unknowns to estimate")
+    scene.build_model()
+    return scene
+
+
+def _check_truth(item: Item, scene, names) -> None:
+    """Without a target video every estimated unknown of a scene file needs a truth."""
+    missing = [n for n in names if not scene.truth_given[n]]
+    if missing:
+        raise ValueError(f"scene file {item.scene_file}: no target video, and neither the "
+                         f"file nor the item's truth gives a true value for "
+                         f"{', '.join(missing)} to render one from")
 
 
 def error_message(e: BaseException) -> str:

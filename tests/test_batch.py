@@ -314,3 +314,88 @@ def test_items_take_the_own_video_options_fit_render_and_loss(tmp_path):
     assert rows["badfit"]["status"] == "failed" and "unknown kind 'lights'" in \
         rows["badfit"]["message"]
     assert rows["badrender"]["status"] == "failed" and "pastel" in rows["badrender"]["message"]
+
+
+# ---- scene files as items -------------------------------------------------------------------
+
+CLIP = """
+[scene]
+name = "clip"
+fps = 60.0
+frames = 6
+width = 16
+height = 16
+
+[camera]
+eye = [0.0, 0.8, 1.8]
+target = [0.0, 0.2, 0.0]
+
+[shapes]
+cone = { shape = "cone", radius = 0.2, height = 0.4, sections = 12 }
+
+[[objects]]
+kind = "rigid"
+shape = "box"
+extents = [0.4, 0.3, 0.3]
+position = [-0.4, 0.4, 0.0]
+orientation = [0.95, 0.09, 0.29, 0.06]
+mass = { unknown = true, guess_low = 2.0, guess_high = 12.0, true = 4.0 }
+
+[[pushes]]
+object = 0
+kind = "impulse"
+vector = [3.0, 1.0, 0.0]
+point = [0.0, 0.1, 0.1]
+duration = 0.016666666666666666
+"""
+
+
+def test_a_manifest_scene_is_a_preset_or_a_scene_file_relative_to_it(tmp_path):
+    item = parse_item({"id": "a", "scene": "clips/x.toml"}, base=tmp_path)
+    assert item.scene == "clips/x.toml" and item.scene_file == str(tmp_path / "clips/x.toml")
+    assert parse_item({"id": "b", "scene": "rigid-mass"}, base=tmp_path).scene_file is None
+
+
+def test_scene_file_items_run_and_bad_files_fail_alone(tmp_path):
+    from gradsim_taichi.scenes.scene_file import load_scene_file
+
+    (tmp_path / "clips").mkdir()
+    (tmp_path / "clips" / "box.toml").write_text(CLIP)
+    (tmp_path / "clips" / "bad.toml").write_text(CLIP.replace('shape = "box"',
+                                                              'shape = "cube"'))
+    (tmp_path / "clips" / "guess.toml").write_text(CLIP.replace(", true = 4.0", ""))
+    records = [dict(id="box", scene="clips/box.toml", iters=2, seed=1),
+               dict(id="cone", scene="clips/box.toml", shape="cone", iters=2, seed=1,
+                    truth={"mass": 6.0}),
+               dict(id="guess", scene="clips/guess.toml", iters=2, truth={"mass": 5.0}),
+               dict(id="missing", scene="clips/nowhere.toml"),
+               dict(id="bad", scene="clips/bad.toml"),
+               dict(id="notruth", scene="clips/guess.toml"),
+               dict(id="pyramid", scene="clips/box.toml", shape="pyramid")]
+    manifest = write_jsonl(tmp_path / "m.jsonl", records)
+    summary = run_batch(read_manifest(manifest), tmp_path / "out", workers=1,
+                        settings=SETTINGS, progress=False, plot=False)
+    rows = {r["id"]: r for r in summary["rows"]}
+    assert [k for k, r in rows.items() if r["status"] == "done"] == ["box", "cone", "guess"]
+    messages = {k: r["message"] for k, r in rows.items()}
+    assert "scene file not found" in messages["missing"] and "nowhere.toml" in \
+        messages["missing"]
+    assert "bad.toml" in messages["bad"] and "objects[0].shape: expected one of" in \
+        messages["bad"]
+    assert "guess.toml" in messages["notruth"] and "true value for mass" in \
+        messages["notruth"]
+    assert "box.toml" in messages["pyramid"] and "shape 'pyramid': the file offers cone" \
+        in messages["pyramid"]
+    # a done item is the estimate of the file's scene, as estimate() gives it
+    for r, truth in zip(records[:3], (4.0, 6.0, 5.0)):
+        scene = load_scene_file(tmp_path / r["scene"], shape=r.get("shape"))
+        scene.set_truth({"mass": truth})
+        result = estimate(scene, render_target(scene), iters=2, seed=r.get("seed", 0),
+                          progress=False)
+        key = r["id"]
+        got = rows[key]["params"]["mass"]
+        assert got["true"] == truth
+        assert abs(got["estimate"] - float(result.params["mass"])) <= 1e-12 * truth
+    report = json.loads((tmp_path / "out" / "items" / "cone" / "report.json").read_text())
+    assert report["settings"]["scene_file"] == str(tmp_path / "clips" / "box.toml")
+    assert report["settings"]["shape"] == "cone"

@@ -283,8 +283,10 @@ def _edit(old, new):
     (_edit("kd = 100.0", "kd = true"), SceneFileError, ["contact.kd: expected a number"]),
     (_edit("extents = [0.4, 0.3, 0.3]", "extents = [0.4, 0.3]"), SceneFileError,
      ["objects[0].extents: expected a list of 3 numbers"]),
+    (_edit('kind = "rigid"', 'kind = "fluid"'), SceneFileError,
+     ["objects[0].kind: expected one of rigid, soft, cloth", "'fluid'"]),
     (_edit('kind = "rigid"', 'kind = "soft"'), SceneFileError,
-     ["objects[0].kind", "not yet supported in scene files"]),
+     ["objects[0].mass: unknown key", "density, mu, lambda"]),
     (_edit("object = 0", "object = 1"), SceneFileError,
      ["pushes[0].object: expected an object index in [0, 1)"]),
     (_edit("duration = 0.016666666666666666\n", ""), SceneFileError,
@@ -413,7 +415,8 @@ def test_cli_scene_check(tmp_path, capsys):
     (["estimate"], "give a preset SCENE or --scene FILE (exactly one)"),
     (["estimate", "rigid-mass", "--scene", "x.toml"], "exactly one"),
     (["estimate", "--scene", "/nonexistent/scene.toml"], "scene file not found"),
-    (["estimate", "--scene", "x.toml", "--shape", "cone"], "--shape goes with a preset"),
+    (["estimate", "--scene", "/nonexistent/x.toml", "--shape", "cone"],
+     "scene file not found"),
     (["scene", "show", "fem-beam"], "not expressible as a scene file yet"),
     (["scene", "show", "no-such"], "unknown scene 'no-such'"),
     (["scene", "show", "fem-beam", "--shape", "box"], "offers no shapes"),
@@ -469,13 +472,107 @@ def test_the_module_docstring_example_is_a_valid_scene_file():
 
 
 @pytest.mark.parametrize("preset", ["rigid-mass", "rigid-contact"])
-def test_the_shipped_preset_files_are_the_presets(preset):
-    """gradsim_taichi/scenes/files/PRESET.toml: what `scene show PRESET` prints (rewrite
-    them with it when a preset changes)."""
+def test_the_shipped_preset_file_is_the_preset(preset, capsys):
+    """gradsim_taichi/scenes/files/PRESET.toml (package data) is what make_scene loads and
+    what `scene show PRESET` prints, comments included; written back out it reads as the
+    same spec."""
     from importlib.resources import files
 
-    shipped = files("gradsim_taichi.scenes") / "files" / f"{preset}.toml"
-    text = shipped.read_text(encoding="utf-8")
-    assert text == scene_to_toml(make_scene(preset))
-    scene = scene_from_toml(text)
-    assert scene.name == preset and scene.default_params == make_scene(preset).default_params
+    from gradsim_taichi.scenes import SCENES
+
+    shipped = (files("gradsim_taichi.scenes") / "files" / f"{preset}.toml").read_text(
+        encoding="utf-8")
+    scene = make_scene(preset)
+    assert scene.spec == scene_from_toml(shipped).spec and scene.shape == "box"
+    assert SCENES[preset].summary == scene.description
+    assert main(["scene", "show", preset]) == 0
+    assert capsys.readouterr().out == shipped and shipped.startswith("# The")
+    again = scene_from_toml(scene_to_toml(scene))
+    assert again.spec == scene.spec and again.shape == "box"
+
+
+def test_every_shipped_scene_file_is_a_registered_preset():
+    from importlib.resources import files
+
+    from gradsim_taichi.scenes import SCENES
+    from gradsim_taichi.scenes.scene_file import FilePreset
+
+    names = {f.name[:-5] for f in (files("gradsim_taichi.scenes") / "files").iterdir()
+             if f.name.endswith(".toml")}
+    assert names == {n for n, p in SCENES.items() if isinstance(p, FilePreset)}
+    assert names >= {"rigid-mass", "rigid-contact"}
+
+
+def test_shape_variants_of_a_file(tmp_path):
+    shapes = ('\n[shapes]\nwide = { shape = "box", extents = [0.6, 0.3, 0.3] }\n'
+              'ball = { shape = "sphere", radius = 0.15 }\n')
+    start = BASE.index("[[objects]]")
+    text = BASE[:start] + shapes + "\n" + BASE[start:]
+    plain = scene_from_toml(text)
+    assert plain.shape is None and plain.shapes == ("wide", "ball")
+    ball = scene_from_toml(text, shape="ball")
+    o = ball.spec["objects"][0]
+    assert (o["shape"], o["radius"], o["subdivisions"], ball.shape) == ("sphere", 0.15, 2,
+                                                                        "ball")
+    assert o["position"] == plain.spec["objects"][0]["position"]
+    assert "extents" not in o
+    # the variant equal to the object as written is the scene's shape
+    same = text.replace("[0.6, 0.3, 0.3]", "[0.4, 0.3, 0.3]")
+    assert scene_from_toml(same).shape == "wide"
+    path = tmp_path / "variants.toml"
+    path.write_text(text)
+    with pytest.raises(SceneFileError, match=r"variants.toml: shape 'cube': the file "
+                                             r"offers wide, ball"):
+        load_scene_file(path, shape="cube")
+    with pytest.raises(SceneFileError, match="shape 'cone': the file has no .shapes. table"):
+        scene_from_toml(BASE, shape="cone")
+    for old, new, words in [
+            ("radius = 0.15 }", "subdivisions = 1 }", "shapes.ball.radius: missing"),
+            ("radius = 0.15 }", "radius = 0.15, radios = 1.0 }",
+             "shapes.ball.radios: unknown key"),
+            ('"sphere"', '"ellipsoid"', "shapes.ball.shape: expected one of box"),
+            ("[shapes]", "[shapes]\nx = 1", "shapes.x: expected a table")]:
+        with pytest.raises(SceneFileError, match=words):
+            scene_from_toml(text.replace(old, new))
+
+
+def test_a_scene_written_out_keeps_its_changed_fields():
+    """The fields a preset is changed with (camera, contact, truths, schedule) are what
+    scene_to_toml writes, and the file reads back to them."""
+    scene = make_scene("rigid-mass", shape="cone", frames=12, width=24, height=24,
+                       camera_eye=(0.1, 0.9, 1.7), contact=dict(ke=5e3, kd=50.0, kf=100.0,
+                                                                 mu=0.8), iters=7)
+    scene.set_truth({"mass": 5.5})
+    back = scene_from_toml(scene_to_toml(scene))
+    assert back.camera_eye == (0.1, 0.9, 1.7) and back.contact["kd"] == 50.0
+    assert (back.frames, back.width, back.iters, back.shape) == (12, 24, 7, "cone")
+    assert back.params["mass"].true == 5.5 and back.truth_given == {"mass": True}
+    x0, f0 = rollout(scene)
+    x1, f1 = rollout(back)
+    assert float((x0 - x1).abs().max()) <= 1e-12 and float((f0 - f1).abs().max()) <= 1e-12
+    plain = make_scene("rigid-mass", shape="cone", frames=12, width=24, height=24)
+    assert float((rollout(plain)[1] - f0).abs().max()) > 1e-3  # the changes took effect
+
+
+def test_an_unknowns_doc_is_its_parameters_doc():
+    scene = scene_from_toml(BASE.replace("true = 4.0 }", 'true = 4.0, doc = "the box [kg]" }'))
+    assert scene.params["mass"].doc == "the box [kg]"
+    assert scene_from_toml(BASE).params["mass"].doc == "mass of the body [kg]"
+    with pytest.raises(SceneFileError, match="objects.0..mass.doc: expected a string"):
+        scene_from_toml(BASE.replace("true = 4.0 }", "true = 4.0, doc = 1 }"))
+
+
+def test_cli_shape_picks_a_variant_of_a_scene_file(tmp_path, capsys):
+    from gradsim_taichi.scenes import SCENES
+
+    path = tmp_path / "mass.toml"
+    path.write_text(SCENES["rigid-mass"].text())
+    out = tmp_path / "run"
+    assert main(["estimate", "--scene", str(path), "--shape", "cone", "--iters", "1",
+                 "--frames", "4", "--resolution", "16", "--out", str(out), "--quiet",
+                 "--arch", TEST_ARCH]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["shape"] == "cone"
+    assert main(["estimate", "--scene", str(path), "--shape", "pyramid"]) == 2
+    err = capsys.readouterr().err
+    assert "mass.toml: shape 'pyramid': the file offers box, cone, cylinder, lshape" in err

@@ -76,7 +76,8 @@ def add_scene_args(p) -> None:
                    help="override the rendered image size, square (default: the preset's)")
     p.add_argument("--shape", default=None,
                    help="the body's shape, for presets that offer shapes (rigid-mass, "
-                        "rigid-contact: box, cone, cylinder, lshape)")
+                        "rigid-contact: box, cone, cylinder, lshape) or a name of a "
+                        "--scene file's [shapes] table")
 
 
 def make_preset(args, names=()):

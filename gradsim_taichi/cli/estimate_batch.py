@@ -16,7 +16,9 @@ def add_estimate_batch_parser(sub, help_line: str) -> None:
         "estimate-batch", help=help_line,
         description="Estimate physical parameters for every item of a manifest (JSON Lines "
                     "or CSV; keys: id, scene, shape, seed, target, truth, iters, lr, "
-                    "optimizer, frames, resolution, params, blur, frame_stride), each into "
+                    "optimizer, frames, resolution, params, blur, frame_stride, loss, fit, "
+                    "render; scene: a preset or a scene file NAME.toml, relative to the "
+                    "manifest), each into "
                     "OUT/items/ID/ as `estimate` does, then OUT/summary.csv, summary.json "
                     "and summary.png. Several workers run on Ray.")
     p.add_argument("manifest", help="the items: a .jsonl file (one JSON object a line) or "

@@ -15,9 +15,11 @@ def add_scene_parser(sub, help_line: str) -> None:
                                    "`gradsim-taichi estimate --scene FILE`.")
     actions = p.add_subparsers(dest="action", required=True)
     show = actions.add_parser("show", help="print a preset as a scene file",
-                              description="Print a preset as a scene file (TOML) on "
-                                          "standard output; only the rigid presets are "
-                                          "expressible so far.")
+                              description="Print a preset's scene file (TOML) on "
+                                          "standard output: the shipped file as written, "
+                                          "or with --shape/--frames/--resolution the "
+                                          "scene so changed; only the rigid presets are "
+                                          "scene files so far.")
     show.add_argument("preset", help=f"one of: {', '.join(SCENES)}")
     show.add_argument("--shape", default=None,
                       help="the body's shape, for presets that have one (rigid-mass, "
@@ -35,12 +37,21 @@ def add_scene_parser(sub, help_line: str) -> None:
 
 
 def cmd_scene_show(args) -> int:
+    """The preset's shipped file as written (comments included); with --shape, --frames
+    or --resolution the scene so changed, written out (:func:`scene_to_toml`)."""
     from gradsim_taichi.cli.common import make_preset
+    from gradsim_taichi.scenes import SCENES
+    from gradsim_taichi.scenes.scene_file import FilePreset
     from gradsim_taichi.scenes.scene_file_writer import scene_to_toml
 
     args.scene = args.preset
+    scene = make_preset(args)  # checks the name and the overrides
+    plain = args.shape is None and args.frames is None and args.resolution is None
     try:
-        text = scene_to_toml(make_preset(args))
+        if plain and isinstance(SCENES[args.preset], FilePreset):
+            text = SCENES[args.preset].text()
+        else:
+            text = scene_to_toml(scene)
     except ValueError as e:
         raise CLIError(str(e)) from None
     print(text, end="")
@@ -54,7 +65,16 @@ def cmd_scene_check(args) -> int:
     print(f"{scene.name}: {scene.frames} frames at {scene.fps:g} fps, {scene.substeps} "
           f"substeps, {scene.width}x{scene.height} px")
     for i, o in enumerate(spec["objects"]):
+        if o["kind"] == "cloth":
+            nx, ny = o["resolution"]
+            print(f"  objects[{i}]: cloth {o['size'][0]:g} x {o['size'][1]:g} m, {nx}x{ny} "
+                  f"cells, density {o['density']:g} kg/m^2")
+            continue
         what = o.get("shape") or o["mesh"]
+        if o["kind"] == "soft":
+            print(f"  objects[{i}]: soft {what}, density {o['density']:g}, mu "
+                  f"{_show(o['mu'])}, lambda {_show(o['lambda'])}")
+            continue
         mass = o.get("mass", f"density {o.get('density')}")
         print(f"  objects[{i}]: {o['kind']} {what}, mass {_show(mass)}")
     for i, p in enumerate(spec["pushes"]):
@@ -88,16 +108,16 @@ def scene_overrides(args) -> dict:
 
 
 def load_scene_arg(args, names=(), need_truth: bool = True, need_unknowns: bool = True):
-    """The scene of ``--scene FILE`` with the ``--frames``/``--resolution`` overrides,
-    ``names`` checked against its parameters. With ``need_truth`` (no target video
+    """The scene of ``--scene FILE`` with the ``--frames``/``--resolution`` overrides and
+    ``--shape`` (a name of the file's ``[shapes]`` table), ``names`` checked against its
+    parameters. With ``need_truth`` (no target video
     given) every estimated unknown must have a ``true`` value in the file; with
     ``need_unknowns`` the file must have some."""
     from gradsim_taichi.scenes.scene_file import load_scene_file
 
-    if getattr(args, "shape", None) is not None:
-        raise CLIError("--shape goes with a preset; a scene file gives its objects' shapes")
     try:
-        scene = load_scene_file(args.scene_file, **scene_overrides(args))
+        scene = load_scene_file(args.scene_file, shape=getattr(args, "shape", None),
+                                **scene_overrides(args))
         scene.check_params(names)
         scene.build_model()  # numpy only: the builder's checks, before any Taichi work
     except (FileNotFoundError, ValueError) as e:

@@ -32,7 +32,7 @@ from gradsim_taichi.meshes.tet_utils import (
     validate_tet_mesh,
     validate_triangle_mesh,
 )
-from gradsim_taichi.meshes.tri_primitives import ClothGrid, cloth_grid
+from gradsim_taichi.meshes.tri_primitives import ClothGrid, cloth_grid, lshape_mesh
 
 __all__ = [
     "ClothGrid",
@@ -41,6 +41,7 @@ __all__ = [
     "extrude_profile",
     "gear_profile",
     "load_triangle_mesh",
+    "lshape_mesh",
     "lumped_masses",
     "orient_tets",
     "read_tet_mesh",

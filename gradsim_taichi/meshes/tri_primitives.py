@@ -1,4 +1,5 @@
-"""Procedural triangle meshes: the rectangular cloth grid with index sets for pinning."""
+"""Procedural triangle meshes: the rectangular cloth grid with index sets for pinning, and
+the rigid presets' L-shaped prism."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 
 from gradsim_taichi.meshes.tet_utils import INDEX_DTYPE
 
-__all__ = ["ClothGrid", "cloth_grid"]
+__all__ = ["ClothGrid", "cloth_grid", "lshape_mesh"]
 
 _PLANES = ("xz", "xy")
 
@@ -126,3 +127,20 @@ def cloth_grid(
         edge_left=idx[:, 0].astype(INDEX_DTYPE),
         edge_right=idx[:, nx].astype(INDEX_DTYPE),
     )
+
+
+def lshape_mesh(size: float = 0.4, thickness: float = 0.2):
+    """A non-convex L-shaped prism (a trimesh, closed, outward winding), centred near the
+    origin: the L of legs ``size`` and width ``size / 2`` in the xy plane, extruded
+    ``thickness`` along z about z = 0 (the scene files' ``shape = "lshape"``)."""
+    import trimesh
+
+    from gradsim_taichi.meshes.tet_primitives import triangulate_polygon
+
+    s, t = size, size / 2
+    poly = np.array([[0, 0], [s, 0], [s, t], [t, t], [t, s], [0, s]]) - s / 3
+    pts, tris = triangulate_polygon(poly, interior=False)
+    mesh = trimesh.creation.extrude_triangulation(pts, tris, thickness)
+    mesh.apply_translation([0, 0, -thickness / 2])
+    mesh.fix_normals()
+    return mesh

@@ -1,12 +1,16 @@
 """The presets by name: estimation scenes (:data:`SCENES`) and control tasks
-(:data:`TASKS`). Presets register themselves with a class decorator on import."""
+(:data:`TASKS`). Presets register themselves on import: a Scene class with the
+:func:`register` decorator, or a shipped scene file with ``register(FilePreset(name))``
+(:mod:`gradsim_taichi.scenes.rigid`)."""
 
 SCENES: dict = {}
 TASKS: dict = {}
 
 
 def register(cls):
-    """Class decorator: add an estimation preset to :data:`SCENES` under ``cls.name``."""
+    """Add an estimation preset to :data:`SCENES` under ``cls.name``: a Scene class (as a
+    decorator) or any callable with ``name``, ``summary`` and ``shapes`` that returns a
+    scene (a :class:`~gradsim_taichi.scenes.scene_file.FilePreset`); returns it."""
     SCENES[cls.name] = cls
     return cls
 
@@ -30,6 +34,17 @@ def make_preset(name: str, frames: int | None = None, resolution: int | None = N
     >= 8). A KeyError for an unknown name, a ValueError for a bad size or field."""
     if name not in SCENES:
         raise KeyError(f"unknown scene {name!r}; choose one of: {', '.join(SCENES)}")
+    overrides.update(size_overrides(frames, resolution))
+    try:
+        return make_scene(name, **overrides)
+    except TypeError as e:  # a field the preset does not have
+        raise ValueError(f"scene {name!r}: {e}") from None
+
+
+def size_overrides(frames: int | None = None, resolution: int | None = None) -> dict:
+    """The Scene fields ``frames`` (a positive integer) and ``resolution`` (square
+    images, an even number >= 8) set, checked (a ValueError); None: unchanged."""
+    overrides = {}
     if frames is not None:
         if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
             raise ValueError(f"frames must be a positive integer; got {frames}")
@@ -39,10 +54,7 @@ def make_preset(name: str, frames: int | None = None, resolution: int | None = N
                 or resolution < 8 or resolution % 2):
             raise ValueError(f"resolution must be an even number >= 8; got {resolution}")
         overrides["width"] = overrides["height"] = resolution
-    try:
-        return make_scene(name, **overrides)
-    except TypeError as e:  # a field the preset does not have
-        raise ValueError(f"scene {name!r}: {e}") from None
+    return overrides
 
 
 def make_task(name: str, **overrides):

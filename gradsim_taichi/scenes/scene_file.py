@@ -3,7 +3,7 @@
 :func:`load_scene_file` reads a file into a :class:`FileScene` (a :class:`Scene` like the
 presets); :func:`scene_from_toml` does the same from text. The checks and defaults live in
 :mod:`.scene_file_schema`; :func:`.scene_file_writer.scene_to_toml` writes a scene file
-back (a loaded one, or a rigid preset: ``gradsim-taichi scene show``).
+back (a loaded one, or a preset that is one: ``gradsim-taichi scene show``).
 Everything is checked when the file is read: an error names the key path and what was
 expected, e.g. ``objects[0].shape: expected one of box, sphere, cylinder, cone, lshape
 (or give mesh = "file.obj"); got 'cube'``; unknown keys (typos) are errors too.
@@ -47,10 +47,11 @@ optional take the value shown)::
     kf = 100.0                # friction stiffness [N s/m]
     mu = 0.4                  # Coulomb friction
     # each a number or an unknown: { unknown = true, guess_low = .., guess_high = ..,
-    # true = .. }  (true is optional: the value a synthetic target is rendered with)
+    # true = .., doc = ".." }  (true is optional: the value a synthetic target is
+    # rendered with; doc, optional, describes the parameter)
 
     [[objects]]               # one table per body, in order (index 0, 1, ...)
-    kind = "rigid"            # only rigid bodies so far
+    kind = "rigid"            # "rigid", "soft" (FEM) or "cloth" (keys below)
     shape = "box"             # box: extents = [x, y, z]; sphere: radius, subdivisions (2);
                               # cylinder, cone: radius, height, sections (32; axis on the
                               # mesh z, the cone's base at z = 0); lshape: size, thickness
@@ -66,6 +67,41 @@ optional take the value shown)::
                               # the face normal, so rotation shows) or "flat"
     mass = 4.0                # [kg], or an unknown table as in [contact]
     # or density = 1000.0     # [kg/m^3], known
+
+    [[objects]]               # a soft (FEM) solid
+    kind = "soft"
+    shape = "ball"            # ball: radius, subdivisions (2); box: extents, resolution
+    radius = 0.15             # ([4, 2, 2] cells; the box spans [0, extents] from position)
+    # or mesh = "solid.msh"   # a tetrahedral mesh meshio reads (.msh, .vtu, ...), scale
+    position = [0.6, 0.3, 0.0]             # of the mesh origin (the ball's centre)
+    orientation = [1.0, 0.0, 0.0, 0.0]     # optional
+    velocity = [0.0, 0.0, 0.0]             # optional
+    color = [0.2, 0.45, 0.8]               # optional
+    density = 150.0           # optional, 1000.0 [kg/m^3]
+    mu = 15000.0              # Lame parameters [Pa]: numbers, or unknown tables (then
+    lambda = 23000.0          # named mu, lambda; only with a single soft object)
+    damping = 0.0             # optional: strain-rate viscosity [Pa s]
+
+    [[objects]]               # a cloth: a rectangular grid of triangles
+    kind = "cloth"
+    size = [0.5, 0.5]         # [width, height] m
+    resolution = [8, 8]       # optional: cells (two triangles each)
+    plane = "xz"              # optional: "xz" (flat, normal +y) or "xy" (standing)
+    position = [-0.25, 0.8, -0.25]         # of the grid's corner (0, 0)
+    velocity = [0.0, 0.0, 0.0]             # optional
+    color = [0.75, 0.6, 0.3]               # optional
+    density = 0.1             # optional: area density [kg/m^2]
+    pinned = []               # optional: corners, top_corners, bottom_corners, top,
+                              # bottom, left, right, top_left, top_right, bottom_left,
+                              # bottom_right
+    tri_ke = 100.0            # optional stretch, area stiffness [N/m] and damping; edge_ke,
+    tri_ka = 100.0            # edge_kd bending: numbers or unknowns (one cloth); absent:
+                              # the builder's stable defaults
+    # pushes act on rigid objects only
+
+    [shapes]                  # optional: named alternatives to objects[0]'s shape keys,
+    cone = { shape = "cone", radius = 0.2, height = 0.4 }   # chosen with --shape NAME
+    ball = { shape = "sphere", radius = 0.15 }              # (or mesh = .., scale = ..)
 
     [[pushes]]                # optional, known pushes
     object = 0                # index into objects
@@ -83,9 +119,15 @@ optional take the value shown)::
     warmup = [0, 0]           # (iterations, last frame) fitted first, or a list of them
 
 Unknowns become the scene's parameters: ``mass`` (one object) or ``mass_<index>``
-(several), and ``contact_ke``, ``contact_kd``, ``contact_kf``, ``contact_mu``.
+(several), ``contact_ke``, ``contact_kd``, ``contact_kf``, ``contact_mu``, a soft
+object's ``mu`` and ``lambda``, and a cloth's ``tri_ke``, ``tri_ka``, ``tri_kd``,
+``edge_ke``, ``edge_kd``.
 An unknown without ``true`` is built at the geometric mean of its guesses; estimating
 it needs a target video.
+
+Presets that are scene files (:class:`FilePreset`: ``rigid-mass``, ``rigid-contact``)
+ship in ``gradsim_taichi/scenes/files/`` as package data; ``make_scene(name, shape=...)``
+loads one with that ``[shapes]`` variant.
 """
 
 from __future__ import annotations
@@ -101,13 +143,18 @@ from gradsim_taichi import runtime
 from gradsim_taichi.render import Camera, Mesh
 from gradsim_taichi.scenes.base import ParamSpec, RenderPart, Scene, ground_part
 from gradsim_taichi.scenes.scene_file_schema import (  # noqa: F401 (re-exported)
+    CLOTH_DOCS,
     CONTACT_DEFAULTS,
     CONTACT_DOCS,
     OPTIMIZERS,
+    SOFT_DOCS,
     STAGE_DEFAULTS,
     SceneFileError,
     read_mesh,
+    read_tet_mesh,
+    shape_of,
     validate,
+    with_shape,
 )
 
 if sys.version_info >= (3, 11):
@@ -116,11 +163,13 @@ else:  # the same parser, from PyPI (a dependency on Python 3.10)
     import tomli as tomllib
 
 # ---- reading ---------------------------------------------------------------------------
-def load_scene_file(path, **overrides) -> FileScene:
+def load_scene_file(path, shape: str | None = None, **overrides) -> FileScene:
     """The scene a TOML scene file describes (see the module docstring for the schema).
 
     Args:
         path: the file; mesh paths in it are relative to its folder.
+        shape: a name of the file's ``[shapes]`` table: objects[0] takes that shape
+            (None: the shape the object is written with).
         overrides: Scene fields to change after reading (``frames``, ``width``, ...).
 
     Raises:
@@ -131,10 +180,11 @@ def load_scene_file(path, **overrides) -> FileScene:
     if not path.is_file():
         raise FileNotFoundError(f"scene file not found: {path}")
     return scene_from_toml(path.read_text(encoding="utf-8"), base_dir=path.parent,
-                           source=str(path), **overrides)
+                           source=str(path), shape=shape, **overrides)
 
 
-def scene_from_toml(text: str, base_dir=".", source: str = "<text>", **overrides) -> FileScene:
+def scene_from_toml(text: str, base_dir=".", source: str = "<text>", shape: str | None = None,
+                    **overrides) -> FileScene:
     """Like :func:`load_scene_file`, from the file's text; mesh paths are relative to
     ``base_dir``; ``source`` names the text in error messages."""
     try:
@@ -143,6 +193,8 @@ def scene_from_toml(text: str, base_dir=".", source: str = "<text>", **overrides
         raise SceneFileError(f"scene file {source}: not valid TOML: {e}") from None
     try:
         spec = validate(data, Path(base_dir))
+        if shape is not None:
+            spec = with_shape(spec, shape)
     except SceneFileError as e:
         raise SceneFileError(f"scene file {source}: {e}") from None
     except FileNotFoundError as e:
@@ -162,7 +214,61 @@ def _geomean(u: dict) -> float:
 
 def _spec_param(sim_name: str, u: dict, doc: str) -> ParamSpec:
     return ParamSpec(sim_name, u.get("true", _geomean(u)), u["guess_low"], u["guess_high"],
-                     doc=doc)
+                     doc=u.get("doc", doc))
+
+
+# ---- presets ---------------------------------------------------------------------------
+PRESET_FILES = "files"  # the folder of gradsim_taichi.scenes that ships the preset files
+
+
+def preset_text(name: str) -> str:
+    """The text of the shipped scene file of preset ``name`` (package data:
+    ``gradsim_taichi/scenes/files/NAME.toml``)."""
+    from importlib.resources import files
+
+    return (files("gradsim_taichi.scenes") / PRESET_FILES / f"{name}.toml").read_text(
+        encoding="utf-8")
+
+
+class FilePreset:
+    """A preset that is a scene file shipped with the package: calling it,
+    ``preset(shape=None, **overrides)``, loads the file into a :class:`FileScene` with
+    objects[0]'s shape chosen from the file's ``[shapes]`` table and the Scene fields
+    ``overrides`` changed. ``summary`` (the file's description) and ``shapes`` are read
+    from the file."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._spec = None
+
+    def _read(self) -> dict:
+        if self._spec is None:
+            self._spec = scene_from_toml(self.text(), source=self.source).spec
+        return self._spec
+
+    @property
+    def source(self) -> str:
+        return f"gradsim_taichi/scenes/{PRESET_FILES}/{self.name}.toml"
+
+    def text(self) -> str:
+        """The shipped file, as written (comments included)."""
+        return preset_text(self.name)
+
+    @property
+    def summary(self) -> str:
+        return self._read()["scene"]["description"]
+
+    @property
+    def shapes(self) -> tuple:
+        return tuple(self._read()["shapes"])
+
+    def __call__(self, shape: str | None = None, **overrides) -> FileScene:
+        if shape is not None and shape not in self.shapes:
+            raise ValueError(f"shape={shape!r}; choose one of {self.shapes}")
+        return scene_from_toml(self.text(), source=self.source, shape=shape, **overrides)
+
+    def __repr__(self) -> str:
+        return f"FilePreset({self.name!r})"
 
 
 @dataclass
@@ -176,6 +282,11 @@ class FileScene(Scene):
     spec: dict = field(default_factory=dict)
     source: str = ""
     truth_given: dict = field(default_factory=dict)
+    # objects[0]'s shape: the name of the file's [shapes] variant it has (None: none)
+    shape: str | None = None
+    # the contact values the model is built with where the file gives a known value (an
+    # unknown's is its parameter's truth); set to build with others
+    contact: dict = field(default_factory=dict)
     summary = "a scene read from a TOML scene file"
 
     @classmethod
@@ -191,6 +302,14 @@ class FileScene(Scene):
                                            f"mass of object {i} [kg]" if len(objs) > 1
                                            else "mass of the body [kg]")
                 truth_given[name] = "true" in o["mass"]
+            for key in ("mu", "lambda"):  # a soft object's (the only one, if unknown)
+                if o["kind"] == "soft" and isinstance(o.get(key), dict):
+                    params[key] = _spec_param(f"tet_{key}", o[key], SOFT_DOCS[key])
+                    truth_given[key] = "true" in o[key]
+            for key in CLOTH_DOCS:  # a cloth's (the only one, if unknown)
+                if o["kind"] == "cloth" and isinstance(o.get(key), dict):
+                    params[key] = _spec_param(key, o[key], CLOTH_DOCS[key])
+                    truth_given[key] = "true" in o[key]
         for key, value in spec["contact"].items():
             if isinstance(value, dict):
                 params[f"contact_{key}"] = _spec_param(f"contact_{key}", value,
@@ -199,7 +318,10 @@ class FileScene(Scene):
         warmup = est["warmup"]
         warmup = (tuple(tuple(r) for r in warmup) if isinstance(warmup[0], list)
                   else tuple(warmup))
-        return cls(name=s["name"], frames=s["frames"], substeps=s["substeps"], fps=s["fps"],
+        first = shape_of(spec["objects"][0])
+        shape = next((n for n, v in spec["shapes"].items() if v == first), None)
+        contact = {k: v for k, v in spec["contact"].items() if not isinstance(v, dict)}
+        scene = cls(name=s["name"], frames=s["frames"], substeps=s["substeps"], fps=s["fps"],
                    width=s["width"], height=s["height"], description=s["description"],
                    near=cam["near"], far=cam["far"],
                    camera_eye=tuple(cam.get("eye", (0.0, 1.0, 3.0))),
@@ -207,7 +329,20 @@ class FileScene(Scene):
                    fov_y_deg=cam.get("fov_y_deg", 40.0), background=tuple(st["background"]),
                    params=params, default_params=tuple(params), iters=est["iters"],
                    lr=est["lr"], optimizer=est["optimizer"], blur=est["blur"],
-                   warmup=warmup, spec=spec, source=source, truth_given=truth_given)
+                   warmup=warmup, spec=spec, source=source, truth_given=truth_given,
+                   shape=shape, contact=contact)
+        scene.shapes = tuple(spec["shapes"])
+        return scene
+
+    def set_truth(self, values: dict) -> None:
+        """:meth:`Scene.set_truth`; the values count as given (written back as ``true``)."""
+        super().set_truth(values)
+        self.truth_given = {**self.truth_given, **{n: True for n in values}}
+
+    def _bodies(self) -> dict:
+        """``{object index: rigid body index}`` of the rigid objects."""
+        rigid = [i for i, o in enumerate(self.spec["objects"]) if o["kind"] == "rigid"]
+        return {i: j for j, i in enumerate(rigid)}
 
     def _mass_params(self) -> dict:
         """``{param name: object index}`` of the unknown masses."""
@@ -216,9 +351,10 @@ class FileScene(Scene):
                 for name, p in self.params.items() if p.sim_name == "body_mass"}
 
     def make_camera(self) -> Camera:
-        """The file's camera: look-at or world_to_camera; fov_y_deg or fx, fy, cx, cy (in
-        pixels of the file's image size: scaled with the image when ``width``/``height``
-        were overridden)."""
+        """The file's camera: look-at (from :attr:`camera_eye` to :attr:`camera_target`,
+        the file's values unless changed) or world_to_camera; :attr:`fov_y_deg` or fx,
+        fy, cx, cy (in pixels of the file's image size: scaled with the image when
+        ``width``/``height`` were overridden)."""
         c = self.spec["camera"]
         size = dict(width=self.width, height=self.height, near=self.near, far=self.far)
         if "fx" in c:
@@ -227,8 +363,8 @@ class FileScene(Scene):
             pinhole = (c["fx"] * sx, c["fy"] * sy, c["cx"] * sx, c["cy"] * sy)
         if "world_to_camera" in c:
             return Camera.from_extrinsic(c["world_to_camera"], *pinhole, **size)
-        cam = Camera.look_at(c["eye"], c["target"], up=c["up"],
-                             fov_y_deg=c.get("fov_y_deg", 40.0), **size)
+        cam = Camera.look_at(self.camera_eye, self.camera_target, up=c["up"],
+                             fov_y_deg=self.fov_y_deg, **size)
         if "fx" not in c:
             return cam
         R, t = cam.world_to_camera()
@@ -241,15 +377,36 @@ class FileScene(Scene):
 
         truth = {k: p.true for k, p in self.params.items()}
         st = self.spec["stage"]
-        contact = {k: truth[f"contact_{k}"] if isinstance(v, dict) else v
+        contact = {k: truth[f"contact_{k}"] if isinstance(v, dict) else self.contact.get(k, v)
                    for k, v in self.spec["contact"].items()}
         b = ModelBuilder(gravity=st["gravity"], ground=st["ground"],
                          ground_height=st["height"], contact_ke=contact["ke"],
                          contact_kd=contact["kd"], contact_kf=contact["kf"],
                          contact_mu=contact["mu"])
         names = {i: n for n, i in self._mass_params().items()}
+        bodies = self._bodies()
+        self._cloths = {}
         for i, o in enumerate(self.spec["objects"]):
             where = f"objects[{i}]"
+            if o["kind"] == "cloth":
+                values = {k: truth[k] if isinstance(o[k], dict) else o[k]
+                          for k in CLOTH_DOCS if k in o}
+                try:
+                    self._cloths[i] = b.add_cloth_grid(
+                        tuple(o["size"]), tuple(o["resolution"]), origin=o["position"],
+                        plane=o["plane"], density=o["density"], velocity=o["velocity"],
+                        pinned=o["pinned"] or None, **values)
+                except ValueError as e:
+                    raise SceneFileError(f"scene file {self.source}: {where}: {e}") from None
+                continue
+            if o["kind"] == "soft":
+                try:
+                    mu, lam = (truth[k] if isinstance(o[k], dict) else o[k]
+                               for k in ("mu", "lambda"))
+                    _add_soft(b, o, mu, lam)
+                except ValueError as e:
+                    raise SceneFileError(f"scene file {self.source}: {where}: {e}") from None
+                continue
             if "density" in o:
                 amount = dict(density=o["density"])
             else:
@@ -263,13 +420,14 @@ class FileScene(Scene):
         for k, p in enumerate(self.spec["pushes"]):
             point = p.get("point")
             try:
+                body = bodies[p["object"]]
                 if p["kind"] == "impulse":
-                    b.add_body_impulse(p["object"], p["vector"], point=point,
+                    b.add_body_impulse(body, p["vector"], point=point,
                                        start=p["start"], duration=p["duration"],
                                        frame=p["frame"])
                 else:
                     frames = range(*p["frames"]) if "frames" in p else None
-                    b.add_body_force(p["object"], p["vector"], point=point, frame=p["frame"],
+                    b.add_body_force(body, p["vector"], point=point, frame=p["frame"],
                                      frames=frames)
             except ValueError as e:
                 raise SceneFileError(f"scene file {self.source}: pushes[{k}]: {e}") from None
@@ -279,14 +437,23 @@ class FileScene(Scene):
         return b
 
     def render_parts(self, model):
-        from gradsim_taichi.scenes.rigid import _face_colors
-
         parts = []
-        for o, m in zip(self.spec["objects"], model.rigid_meshes()):
-            look = (dict(face_colors=_face_colors(m.vertices, m.faces, o["color"]))
+        objects = self.spec["objects"]
+        rigid = [o for o in objects if o["kind"] == "rigid"]
+        for o, m in zip(rigid, model.rigid_meshes()):
+            look = (dict(face_colors=normal_face_colors(m.vertices, m.faces, o["color"]))
                     if o["shading"] == "normals" else dict(color=o["color"]))
             parts.append(RenderPart(Mesh(m.faces, smooth=False, **look), output="rigid",
                                     vertex_ids=m.rows))
+        soft = [o for o in objects if o["kind"] == "soft"]
+        for o, (offset, tris) in zip(soft, getattr(model, "soft_surfaces", [])):
+            parts.append(RenderPart(Mesh(tris, color=o["color"]), output="particles",
+                                    vertex_ids=offset + np.arange(tris.max() + 1)))
+        for i, cloth in getattr(self, "_cloths", {}).items():
+            ids = np.asarray(cloth.particles)
+            local = np.searchsorted(ids, np.asarray(cloth.faces))  # ids are increasing
+            parts.append(RenderPart(Mesh(local, color=objects[i]["color"], two_sided=True),
+                                    output="particles", vertex_ids=ids))
         st = self.spec["stage"]
         if st["ground"]:
             parts.append(ground_part(extent=tuple(st["extent"]), height=st["height"],
@@ -309,15 +476,36 @@ class FileScene(Scene):
 
         dtype = runtime.torch_dtype()
         built = torch.as_tensor(self._built_masses, dtype=dtype)
-        column = [values[n].reshape(()) if (n := _name_of(masses, i)) in values else built[i]
-                  for i in range(len(built))]
+        objects = {j: i for i, j in self._bodies().items()}  # body -> object index
+        column = [values[n].reshape(()) if (n := _name_of(masses, objects[j])) in values
+                  else built[j] for j in range(len(built))]
         engine = {self.params[k].sim_name: v for k, v in values.items() if k not in masses}
         engine["body_mass"] = torch.stack(column)
         return simulate(self.sim, engine, frames)
 
 
+def normal_face_colors(v, faces, base) -> np.ndarray:
+    """Colours ``[F, 3]`` around ``base`` that vary with each face's normal in the body
+    frame (``shading = "normals"``), so that rotation is visible."""
+    n = np.cross(v[faces[:, 1]] - v[faces[:, 0]], v[faces[:, 2]] - v[faces[:, 0]])
+    n /= np.linalg.norm(n, axis=1, keepdims=True) + 1e-12
+    return np.clip(np.asarray(base, dtype=np.float64) + 0.25 * n, 0.05, 0.95)
+
+
 def _name_of(masses: dict, index: int):
     return next((n for n, i in masses.items() if i == index), None)
+
+
+def _add_soft(b, o: dict, mu: float, lam: float) -> np.ndarray:
+    """Add one checked soft (FEM) object to the builder ``b``; its particle indices."""
+    kw = dict(density=o["density"], mu=mu, lam=lam, damping=o["damping"],
+              velocity=o["velocity"], origin=o["position"], orientation=o["orientation"])
+    if o.get("shape") == "box":
+        return b.add_soft_box(o["extents"], resolution=tuple(o["resolution"]), **kw)
+    if o.get("shape") == "ball":
+        return b.add_soft_ball(o["radius"], subdivisions=o["subdivisions"], **kw)
+    vertices, tets = read_tet_mesh(o["mesh"])
+    return b.add_soft_mesh(vertices, tets, scale=o["scale"], **kw)
 
 
 def _add_object(b, o: dict, **kw) -> int:
@@ -332,7 +520,7 @@ def _add_object(b, o: dict, **kw) -> int:
     if shape == "cone":
         return b.add_rigid_cone(o["radius"], o["height"], sections=o["sections"], **kw)
     if shape == "lshape":
-        from gradsim_taichi.scenes.rigid import lshape_mesh
+        from gradsim_taichi.meshes import lshape_mesh
 
         return b.add_rigid_body(lshape_mesh(o["size"], o["thickness"]), **kw)
     mesh = read_mesh(o["mesh"])  # checked when the file was read

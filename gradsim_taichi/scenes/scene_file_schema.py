@@ -16,6 +16,18 @@ PRIMITIVES = {  # shape -> {key: default (None: required)}
     "cone": {"radius": None, "height": None, "sections": 32},
     "lshape": {"size": 0.4, "thickness": 0.2},
 }
+SOFT_PRIMITIVES = {  # soft (FEM) solids: shape -> {key: default (None: required)}
+    "box": {"extents": None, "resolution": [4, 2, 2]},
+    "ball": {"radius": None, "subdivisions": 2},
+}
+SOFT_DOCS = {"mu": "Lame mu [Pa]", "lambda": "Lame lambda [Pa]"}
+CLOTH_DOCS = {"tri_ke": "cloth stretch stiffness [N/m]",
+              "tri_ka": "cloth area stiffness [N/m]",
+              "tri_kd": "cloth area damping [N s/m]",
+              "edge_ke": "cloth bending stiffness [N m/rad]",
+              "edge_kd": "cloth bending damping [N m s/rad]"}
+CLOTH_PINS = ("corners", "top_corners", "bottom_corners", "top", "bottom", "left", "right",
+              "top_left", "top_right", "bottom_left", "bottom_right")
 CONTACT_DEFAULTS = {"ke": 5e3, "kd": 100.0, "kf": 100.0, "mu": 0.4}
 CONTACT_DOCS = {"ke": "normal stiffness [N/m]", "kd": "normal damping [N s/m]",
                 "kf": "friction stiffness [N s/m]", "mu": "Coulomb friction"}
@@ -104,7 +116,7 @@ def _value_or_unknown(value, path) -> float | dict:
             raise _err(path, "a number or a table {unknown = true, guess_low = .., "
                              "guess_high = ..}", value)
         return _number(value, path, positive=True)
-    _table(value, path, ("unknown", "guess_low", "guess_high", "true"),
+    _table(value, path, ("unknown", "guess_low", "guess_high", "true", "doc"),
            ("unknown", "guess_low", "guess_high"))
     if value["unknown"] is not True:
         raise _err(_join(path, "unknown"), "true (a known value is a plain number)",
@@ -116,13 +128,15 @@ def _value_or_unknown(value, path) -> float | dict:
     out = dict(unknown=True, guess_low=low, guess_high=high)
     if "true" in value:
         out["true"] = _number(value["true"], _join(path, "true"), positive=True)
+    if "doc" in value:
+        out["doc"] = _string(value["doc"], _join(path, "doc"))
     return out
 
 
 def validate(data: dict, base_dir: Path) -> dict:
     """The checked, completed spec (defaults filled in) of a parsed scene file."""
-    _table(data, "", ("scene", "camera", "stage", "contact", "objects", "pushes", "estimate"),
-           ("scene", "camera", "objects"))
+    _table(data, "", ("scene", "camera", "stage", "contact", "objects", "pushes", "estimate",
+                      "shapes"), ("scene", "camera", "objects"))
     s = _table(data["scene"], "scene",
                ("name", "fps", "frames", "substeps", "width", "height", "description"),
                ("fps", "frames", "width", "height"))
@@ -137,8 +151,9 @@ def validate(data: dict, base_dir: Path) -> dict:
     return dict(scene=scene, camera=_camera(data["camera"]),
                 stage=_stage(data.get("stage", {})), contact=_contact(data.get("contact", {})),
                 objects=_objects(data["objects"], base_dir),
-                pushes=_pushes(data.get("pushes", []), len(data["objects"])),
-                estimate=_estimate(data.get("estimate", {})))
+                pushes=_pushes(data.get("pushes", []), data["objects"]),
+                estimate=_estimate(data.get("estimate", {})),
+                shapes=_shapes(data.get("shapes", {}), base_dir))
 
 
 def _camera(c) -> dict:
@@ -223,50 +238,22 @@ def _objects(objs, base_dir: Path) -> list:
         if not isinstance(o, dict):
             raise _err(path, "a table", o)
         if "kind" not in o:
-            raise SceneFileError(f"{path}.kind: missing; expected \"rigid\"")
-        kind = o["kind"]
-        if kind in ("soft", "cloth"):
-            raise SceneFileError(f"{path}.kind: {kind!r} objects are not yet supported in "
-                                 "scene files (only \"rigid\")")
-        _string(kind, f"{path}.kind", ("rigid",))
-        shape = o.get("shape")
-        if ("shape" in o) == ("mesh" in o):
-            raise _err(f"{path}.shape", f"one of {', '.join(PRIMITIVES)} or a mesh = "
-                       "\"file.obj\" (exactly one of shape and mesh)")
-        if "shape" in o and (not isinstance(shape, str) or shape not in PRIMITIVES):
-            raise _err(f"{path}.shape", f"one of {', '.join(PRIMITIVES)} (or give "
-                       "mesh = \"file.obj\")", shape)
-        prim_keys = PRIMITIVES.get(shape, {})
-        keys = ("kind", *(("shape", *prim_keys) if "shape" in o else ("mesh", "scale")),
+            raise SceneFileError(f"{path}.kind: missing; expected \"rigid\", \"soft\" or "
+                                 "\"cloth\"")
+        kind = _string(o["kind"], f"{path}.kind", ("rigid", "soft", "cloth"))
+        if kind == "soft":
+            out.append(_soft(o, path, base_dir))
+            continue
+        if kind == "cloth":
+            out.append(_cloth(o, path))
+            continue
+        _check_shape_choice(o, path)
+        keys = ("kind", *(("mesh", "scale") if "mesh" in o
+                          else ("shape", *PRIMITIVES[o["shape"]])),
                 "position", "orientation", "velocity", "angular_velocity", "color",
                 "shading", "mass", "density")
         _table(o, path, keys)
-        obj = dict(kind="rigid")
-        if "shape" in o:
-            obj["shape"] = shape
-            for key, default in prim_keys.items():
-                kp = f"{path}.{key}"
-                if key not in o and default is None:
-                    raise SceneFileError(f"{kp}: missing; a {shape} needs "
-                                         f"{', '.join(prim_keys)}")
-                value = o.get(key, default)
-                if key == "extents":
-                    obj[key] = _vector(value, kp, 3)
-                    if min(obj[key]) <= 0:
-                        raise _err(kp, "3 numbers > 0", value)
-                elif key in ("subdivisions", "sections"):
-                    obj[key] = _number(value, kp, low=0 if key == "subdivisions" else 3,
-                                       integer=True)
-                else:
-                    obj[key] = _number(value, kp, positive=True)
-        else:
-            mesh = _string(o["mesh"], f"{path}.mesh")
-            file = Path(mesh) if Path(mesh).is_absolute() else base_dir / mesh
-            if not file.is_file():
-                raise FileNotFoundError(f"{path}.mesh: mesh file not found: {file}")
-            obj["mesh"] = str(file.resolve())
-            _check_mesh(file, f"{path}.mesh")
-            obj["scale"] = _number(o.get("scale", 1.0), f"{path}.scale", positive=True)
+        obj = dict(kind="rigid", **_shape(o, path, base_dir))
         if "position" not in o:
             raise SceneFileError(f"{path}.position: missing; expected a list of 3 numbers")
         obj["position"] = _vector(o["position"], f"{path}.position", 3)
@@ -289,7 +276,204 @@ def _objects(objs, base_dir: Path) -> list:
         else:
             obj["density"] = _number(o["density"], f"{path}.density", positive=True)
         out.append(obj)
+    for kind, keys in (("soft", ("mu", "lambda")), ("cloth", tuple(CLOTH_DOCS))):
+        same = [i for i, o in enumerate(out) if o["kind"] == kind]
+        for i in same:
+            for key in keys:
+                if isinstance(out[i].get(key), dict) and len(same) > 1:
+                    raise SceneFileError(
+                        f"objects[{i}].{key}: an unknown {key} needs a single {kind} "
+                        f"object; this file has {len(same)} (give the others known "
+                        f"values, or one {kind} object)")
     return out
+
+
+def _cloth(o: dict, path: str) -> dict:
+    """A checked cloth object: a rectangular grid of triangles, its area density, pins
+    and (optional) membrane and bending stiffness, known or unknown."""
+    keys = ("kind", "size", "resolution", "plane", "position", "velocity", "color",
+            "density", "pinned", *CLOTH_DOCS)
+    _table(o, path, keys, ("size", "position"))
+    obj = dict(kind="cloth", size=_vector(o["size"], f"{path}.size", 2))
+    if min(obj["size"]) <= 0:
+        raise _err(f"{path}.size", "[width, height] > 0 [m]", o["size"])
+    res = o.get("resolution", [8, 8])
+    if not isinstance(res, list) or len(res) != 2:
+        raise _err(f"{path}.resolution", "[nx, ny] cells (integers >= 1)", res)
+    obj["resolution"] = [_number(v, f"{path}.resolution[{k}]", low=1, integer=True)
+                         for k, v in enumerate(res)]
+    obj["plane"] = _string(o.get("plane", "xz"), f"{path}.plane", ("xz", "xy"))
+    obj["position"] = _vector(o["position"], f"{path}.position", 3)
+    obj["velocity"] = _vector(o.get("velocity", [0.0, 0.0, 0.0]), f"{path}.velocity", 3)
+    obj["color"] = _vector(o.get("color", [0.75, 0.6, 0.3]), f"{path}.color", 3, unit=True)
+    obj["density"] = _number(o.get("density", 0.1), f"{path}.density", positive=True)
+    pins = o.get("pinned", [])
+    if not isinstance(pins, list) or not all(isinstance(p, str) and p in CLOTH_PINS
+                                             for p in pins):
+        raise _err(f"{path}.pinned", f"a list of names from {', '.join(CLOTH_PINS)}", pins)
+    obj["pinned"] = list(pins)
+    for key in CLOTH_DOCS:  # absent: the builder's stable defaults
+        if key in o:
+            known = not isinstance(o[key], dict) and key.endswith("kd")  # damping: >= 0
+            obj[key] = (_number(o[key], f"{path}.{key}", low=0) if known
+                        else _value_or_unknown(o[key], f"{path}.{key}"))
+    return obj
+
+
+def _soft(o: dict, path: str, base_dir: Path) -> dict:
+    """A checked soft (FEM) object: a primitive solid or a tet mesh file, placed, with
+    its material (density known; mu and lambda known or unknown)."""
+    if ("shape" in o) == ("mesh" in o):
+        raise _err(f"{path}.shape", f"one of {', '.join(SOFT_PRIMITIVES)} or a mesh = "
+                   "\"solid.msh\" (exactly one of shape and mesh)")
+    shape = o.get("shape")
+    if "shape" in o and (not isinstance(shape, str) or shape not in SOFT_PRIMITIVES):
+        raise _err(f"{path}.shape", f"one of {', '.join(SOFT_PRIMITIVES)} for a soft object "
+                   "(or give mesh = \"solid.msh\", a tet mesh)", shape)
+    prim = SOFT_PRIMITIVES.get(shape, {})
+    keys = ("kind", *(("mesh", "scale") if "mesh" in o else ("shape", *prim)), "position",
+            "orientation", "velocity", "color", "density", "mu", "lambda", "damping")
+    _table(o, path, keys)
+    obj = dict(kind="soft")
+    if "shape" in o:
+        obj["shape"] = shape
+        for key, default in prim.items():
+            kp = f"{path}.{key}"
+            if key not in o and default is None:
+                raise SceneFileError(f"{kp}: missing; a soft {shape} needs "
+                                     f"{', '.join(prim)}")
+            value = o.get(key, default)
+            if key == "extents":
+                obj[key] = _vector(value, kp, 3)
+                if min(obj[key]) <= 0:
+                    raise _err(kp, "3 numbers > 0", value)
+            elif key == "resolution":
+                if not isinstance(value, list) or len(value) != 3:
+                    raise _err(kp, "a list of 3 integers >= 1 (cells along x, y, z)", value)
+                obj[key] = [_number(v, f"{kp}[{k}]", low=1, integer=True)
+                            for k, v in enumerate(value)]
+            elif key == "subdivisions":
+                obj[key] = _number(value, kp, low=0, integer=True)
+            else:
+                obj[key] = _number(value, kp, positive=True)
+    else:
+        mesh = _string(o["mesh"], f"{path}.mesh")
+        file = Path(mesh) if Path(mesh).is_absolute() else base_dir / mesh
+        if not file.is_file():
+            raise FileNotFoundError(f"{path}.mesh: tet mesh file not found: {file}")
+        try:
+            read_tet_mesh(file)
+        except Exception as e:  # meshio and the mesh checks raise many kinds
+            raise SceneFileError(f"{path}.mesh: cannot read {file} as a tetrahedral mesh: "
+                                 f"{e}") from None
+        obj["mesh"] = str(file.resolve())
+        obj["scale"] = _number(o.get("scale", 1.0), f"{path}.scale", positive=True)
+    if "position" not in o:
+        raise SceneFileError(f"{path}.position: missing; expected a list of 3 numbers")
+    obj["position"] = _vector(o["position"], f"{path}.position", 3)
+    obj["orientation"] = _vector(o.get("orientation", [1.0, 0.0, 0.0, 0.0]),
+                                 f"{path}.orientation", 4)
+    if not np.linalg.norm(obj["orientation"]) > 1e-12:
+        raise _err(f"{path}.orientation", "a non-zero quaternion w, x, y, z",
+                   o["orientation"])
+    obj["velocity"] = _vector(o.get("velocity", [0.0, 0.0, 0.0]), f"{path}.velocity", 3)
+    obj["color"] = _vector(o.get("color", [0.2, 0.45, 0.8]), f"{path}.color", 3, unit=True)
+    obj["density"] = _number(o.get("density", 1000.0), f"{path}.density", positive=True)
+    for key in ("mu", "lambda"):
+        if key not in o:
+            raise SceneFileError(f"{path}.{key}: missing; a soft object needs its Lame "
+                                 "parameters mu and lambda [Pa] (numbers or unknowns)")
+        obj[key] = _value_or_unknown(o[key], f"{path}.{key}")
+    obj["damping"] = _number(o.get("damping", 0.0), f"{path}.damping", low=0)
+    return obj
+
+
+def read_tet_mesh(file):
+    from gradsim_taichi.meshes import read_tet_mesh as read
+
+    return read(file)
+
+
+SHAPE_KEYS = ("shape", "mesh", "scale", *{k: 0 for d in PRIMITIVES.values() for k in d})
+
+
+def _check_shape_choice(o: dict, path: str) -> None:
+    """Exactly one of shape (a known primitive) and mesh."""
+    shape = o.get("shape")
+    if ("shape" in o) == ("mesh" in o):
+        raise _err(f"{path}.shape", f"one of {', '.join(PRIMITIVES)} or a mesh = "
+                   "\"file.obj\" (exactly one of shape and mesh)")
+    if "shape" in o and (not isinstance(shape, str) or shape not in PRIMITIVES):
+        raise _err(f"{path}.shape", f"one of {', '.join(PRIMITIVES)} (or give "
+                   "mesh = \"file.obj\")", shape)
+
+
+def _shape(o: dict, path: str, base_dir: Path) -> dict:
+    """The checked shape keys of an object (or a shape variant): ``shape`` and its
+    dimensions (defaults filled in), or ``mesh`` (an absolute path) and ``scale``."""
+    if "shape" in o:
+        shape, prim_keys = o["shape"], PRIMITIVES[o["shape"]]
+        out = dict(shape=shape)
+        for key, default in prim_keys.items():
+            kp = f"{path}.{key}"
+            if key not in o and default is None:
+                raise SceneFileError(f"{kp}: missing; a {shape} needs "
+                                     f"{', '.join(prim_keys)}")
+            value = o.get(key, default)
+            if key == "extents":
+                out[key] = _vector(value, kp, 3)
+                if min(out[key]) <= 0:
+                    raise _err(kp, "3 numbers > 0", value)
+            elif key in ("subdivisions", "sections"):
+                out[key] = _number(value, kp, low=0 if key == "subdivisions" else 3,
+                                   integer=True)
+            else:
+                out[key] = _number(value, kp, positive=True)
+        return out
+    mesh = _string(o["mesh"], f"{path}.mesh")
+    file = Path(mesh) if Path(mesh).is_absolute() else base_dir / mesh
+    if not file.is_file():
+        raise FileNotFoundError(f"{path}.mesh: mesh file not found: {file}")
+    _check_mesh(file, f"{path}.mesh")
+    return dict(mesh=str(file.resolve()),
+                scale=_number(o.get("scale", 1.0), f"{path}.scale", positive=True))
+
+
+def _shapes(variants, base_dir: Path) -> dict:
+    """``[shapes]``: named alternatives to objects[0]'s shape keys."""
+    if not isinstance(variants, dict):
+        raise _err("shapes", "a table of named shapes, e.g. cone = { shape = \"cone\", "
+                             "radius = 0.2, height = 0.4 }", variants)
+    out = {}
+    for name, v in variants.items():
+        path = f"shapes.{name}"
+        if not isinstance(v, dict):
+            raise _err(path, "a table { shape = ..., its dimensions } or { mesh = ..., "
+                             "scale = ... }", v)
+        _check_shape_choice(v, path)
+        _table(v, path, ("mesh", "scale") if "mesh" in v
+               else ("shape", *PRIMITIVES[v["shape"]]))
+        out[name] = _shape(v, path, base_dir)
+    return out
+
+
+def shape_of(obj: dict) -> dict:
+    """The shape keys of a checked object (as :func:`_shape` returns them)."""
+    return {k: obj[k] for k in SHAPE_KEYS if k in obj}
+
+
+def with_shape(spec: dict, name: str) -> dict:
+    """``spec`` with objects[0]'s shape replaced by the variant ``name`` of its
+    ``[shapes]`` table; a SceneFileError when the file offers no such variant."""
+    variants = spec["shapes"]
+    if name not in variants:
+        offered = (f"the file offers {', '.join(variants)}" if variants
+                   else "the file has no [shapes] table")
+        raise SceneFileError(f"shape {name!r}: {offered}")
+    first = {k: v for k, v in spec["objects"][0].items() if k not in SHAPE_KEYS}
+    kind = first.pop("kind")
+    objects = [dict(kind=kind, **variants[name], **first), *spec["objects"][1:]]
+    return dict(spec, objects=objects)
 
 
 def read_mesh(file):
@@ -311,7 +495,8 @@ def _check_mesh(file: Path, path: str) -> None:
                          "edges", str(file))
 
 
-def _pushes(pushes, n_objects: int) -> list:
+def _pushes(pushes, objects: list) -> list:
+    n_objects = len(objects)
     if not isinstance(pushes, list):
         raise _err("pushes", "[[pushes]] tables", pushes)
     out = []
@@ -322,6 +507,9 @@ def _pushes(pushes, n_objects: int) -> list:
         body = _number(p["object"], f"{path}.object", low=0, integer=True)
         if body >= n_objects:
             raise _err(f"{path}.object", f"an object index in [0, {n_objects})", body)
+        if objects[body].get("kind") != "rigid":
+            raise _err(f"{path}.object", "the index of a rigid object (pushes act on rigid "
+                       f"bodies); objects[{body}] is {objects[body].get('kind')!r}", body)
         kind = _string(p["kind"], f"{path}.kind", ("impulse", "force"))
         push = dict(object=body, kind=kind, vector=_vector(p["vector"], f"{path}.vector", 3),
                     frame=_string(p.get("frame", "world"), f"{path}.frame", ("world", "body")))

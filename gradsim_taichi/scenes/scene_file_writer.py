@@ -1,6 +1,6 @@
-"""Writing scene files: :func:`scene_to_toml` turns a :class:`FileScene` (its checked
-spec) or a rigid preset into TOML text that :mod:`gradsim_taichi.scenes.scene_file`
-reads back to the same scene (``gradsim-taichi scene show``)."""
+"""Writing scene files: :func:`scene_to_toml` turns a :class:`FileScene` (a loaded file
+or a preset shipped as one) into TOML text that :mod:`gradsim_taichi.scenes.scene_file`
+reads back to the same scene (``gradsim-taichi scene show PRESET --shape ...``)."""
 
 from __future__ import annotations
 
@@ -8,79 +8,74 @@ import math
 
 import numpy as np
 
-from gradsim_taichi.scenes.base import ParamSpec
 from gradsim_taichi.scenes.scene_file import FileScene
-from gradsim_taichi.scenes.scene_file_schema import CONTACT_DEFAULTS, STAGE_DEFAULTS
 
 
 def scene_to_toml(scene) -> str:
-    """A scene file (TOML text) for ``scene``: a :class:`FileScene` (its checked spec;
-    mesh paths absolute) or a rigid preset (``rigid-mass``, ``rigid-contact``, any
-    shape). Other presets raise a ValueError: they are not expressible in scene files
-    yet."""
-    if isinstance(scene, FileScene):
-        spec = scene.spec
-        spec = dict(spec, scene=dict(spec["scene"], name=scene.name, frames=scene.frames,
-                                     substeps=scene.substeps, fps=scene.fps,
-                                     width=scene.width, height=scene.height))
-    else:
-        spec = _preset_spec(scene)
-    return _dumps(spec)
-
-
-def _unknown_of(p: ParamSpec) -> dict:
-    return dict(unknown=True, guess_low=float(p.low), guess_high=float(p.high),
-                true=float(p.true))
-
-
-def _preset_spec(scene) -> dict:
-    from gradsim_taichi.scenes.rigid import BODY_COLOR, RigidMass
-
-    if not isinstance(scene, RigidMass):
+    """A scene file (TOML text) for a :class:`FileScene` (a loaded file or a preset that
+    is one: ``rigid-mass``, ``rigid-contact``, any shape) as it stands: its fields
+    (size, frames, camera pose, background, the optimiser's schedule, the known contact
+    values, the unknowns' truths) over its file's spec; mesh paths absolute. Other
+    presets raise a ValueError: they are not expressible in scene files yet."""
+    if not isinstance(scene, FileScene):
         raise ValueError(f"preset '{scene.name}' is not expressible as a scene file yet: "
-                         "only the rigid presets (rigid-mass, rigid-contact) are")
-    builder = scene.build_model()  # numpy only: no Taichi needed
-    body = builder.rigid_body(0)
-    if scene.shape == "box":
-        shape = dict(shape="box", extents=[0.4, 0.3, 0.3])
-    elif scene.shape == "cone":
-        shape = dict(shape="cone", radius=0.2, height=0.4, sections=16)
-    elif scene.shape == "cylinder":
-        shape = dict(shape="cylinder", radius=0.15, height=0.4, sections=16)
-    else:
-        shape = dict(shape="lshape", size=0.4, thickness=0.2)
-    p = scene.params
-    obj = dict(kind="rigid", **shape, position=list(map(float, scene.start_position)),
-               orientation=[float(v) for v in body.orientation], velocity=[0.0, 0.0, 0.0],
-               angular_velocity=[0.0, 0.0, 0.0],
-               color=list(BODY_COLOR), shading="normals",
-               mass=_unknown_of(p["mass"]) if "mass" in p else float(body.mass))
-    contact = {k: _unknown_of(p[f"contact_{k}"]) if f"contact_{k}" in p
-               else float(scene.contact[k]) for k in CONTACT_DEFAULTS}
-    push = dict(object=0, kind="impulse", vector=list(map(float, scene.impulse)),
-                frame="world", point=list(map(float, scene.impulse_point)), start=0.0,
-                duration=1.0 / scene.fps)
+                         "only the presets shipped as scene files (rigid-mass, "
+                         "rigid-contact) are")
+    return _dumps(_spec_of(scene))
+
+
+def _spec_of(scene: FileScene) -> dict:
+    """The scene's spec with its fields written in."""
+    spec = scene.spec
+    camera = dict(spec["camera"])
+    if "eye" in camera:
+        camera.update(eye=_floats(scene.camera_eye), target=_floats(scene.camera_target))
+    if "fov_y_deg" in camera:
+        camera["fov_y_deg"] = float(scene.fov_y_deg)
+    camera.update(near=float(scene.near), far=float(scene.far))
+    mass_names = {i: n for n, i in scene._mass_params().items()}
+    objects = []
+    for i, o in enumerate(spec["objects"]):
+        if i in mass_names:
+            o = dict(o, mass=_unknown(scene, mass_names[i], o["mass"]))
+        for key in ("mu", "lambda", "tri_ke", "tri_ka", "tri_kd", "edge_ke", "edge_kd"):
+            if isinstance(o.get(key), dict):  # a soft object's or cloth's unknowns
+                o = dict(o, **{key: _unknown(scene, key, o[key])})
+        objects.append(o)
+    contact = {k: _unknown(scene, f"contact_{k}", v) if isinstance(v, dict)
+               else float(scene.contact.get(k, v)) for k, v in spec["contact"].items()}
     warmup = scene.warmup
     warmup = ([list(r) for r in warmup] if isinstance(warmup[0], tuple | list)
               else list(warmup))
     return dict(
-        scene=dict(name=scene.name, fps=float(scene.fps), frames=scene.frames,
-                   substeps=scene.substeps, width=scene.width, height=scene.height,
-                   description=scene.summary),
-        camera=dict(eye=list(map(float, scene.camera_eye)),
-                    target=list(map(float, scene.camera_target)), up=[0.0, 1.0, 0.0],
-                    fov_y_deg=float(scene.fov_y_deg), near=float(scene.near),
-                    far=float(scene.far)),
-        stage=dict(STAGE_DEFAULTS, background=list(map(float, scene.background))),
-        contact=contact, objects=[obj], pushes=[push],
+        spec,
+        scene=dict(spec["scene"], name=scene.name, frames=scene.frames,
+                   substeps=scene.substeps, fps=float(scene.fps), width=scene.width,
+                   height=scene.height, description=scene.description),
+        camera=camera, stage=dict(spec["stage"], background=_floats(scene.background)),
+        contact=contact, objects=objects,
         estimate=dict(optimizer=scene.optimizer, iters=scene.iters, lr=float(scene.lr),
                       blur=float(scene.blur), warmup=warmup))
+
+
+def _floats(v) -> list:
+    return [float(x) for x in v]
+
+
+def _unknown(scene: FileScene, name: str, written: dict) -> dict:
+    """An unknown's table: the file's, with the parameter's truth if it has one."""
+    out = {k: v for k, v in written.items() if k != "true"}
+    if scene.truth_given.get(name):
+        out["true"] = float(np.asarray(scene.params[name].true))
+    if "doc" in out:  # keep the key order of the file (doc last)
+        out["doc"] = out.pop("doc")
+    return out
 
 
 def _dumps(spec: dict) -> str:
     """TOML text of a spec: plain tables, then the arrays of tables."""
     lines = []
-    for section in ("scene", "camera", "stage", "contact", "estimate"):
+    for section in ("scene", "camera", "stage", "contact", "estimate", "shapes"):
         if spec.get(section):
             lines += [f"[{section}]"] + [f"{k} = {_toml(v)}" for k, v in
                                          spec[section].items()] + [""]
