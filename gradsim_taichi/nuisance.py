@@ -29,8 +29,9 @@ that the optimiser learns together with the physical ones; none changes the simu
   and darkening what lies behind the objects by the factor
   ``1 - shadow_strength * coverage`` (from 0: no shadow; used within [0, 1]). A shadow
   that moves with the object is what a static background cannot take in; the robust
-  loss only down-weights it. (The blur is not learned: with it learned too, the fit found a sharp, faint
-  shadow or a wide, dark one depending on the initial guess, and the mass followed.)
+  loss only down-weights it. The blur is not learned: learned too, the fit found a
+  sharp, faint shadow or a wide, dark one depending on the initial guess, and the mass
+  followed.
 
 The uncertainty reported at the end is that of the physical parameters with the
 nuisance ones held at their estimates.
