@@ -26,7 +26,9 @@ The manifest is JSON Lines (one object per line; blank lines and lines starting 
   names separated by commas), ``blur``, ``frame_stride``, ``loss`` (``mse``, ``robust``;
   the mask losses need a mask, which a manifest cannot give), ``fit`` (e.g.
   ``"background"``), ``render`` (``antialias`` or ``soft``; default ``antialias`` with a
-  target video): as the ``estimate`` command's flags (default: the preset's).
+  target video), ``stage_contact`` (iterations of the pre-contact stage), ``hold_flight``
+  (true/false; CSV ``true``, ``false``, ``1``, ``0``), ``restarts`` (default 3 with a
+  target video, else 1): as the ``estimate`` command's flags (default: the preset's).
 
 Failures are isolated: an item whose scene (or scene file: missing, or a value the
 schema refuses; the message names the file and the key), shape, video or options are
@@ -70,11 +72,13 @@ INSTALL_RAY = ("Ray is not installed: pip install 'gradsim-taichi[cluster]' (or 
                "pip install 'ray>=2.9'); or run the items one after another in this "
                "process with --workers 1")
 
-_INTS = ("seed", "iters", "frames", "resolution", "frame_stride")
+_INTS = ("seed", "iters", "frames", "resolution", "frame_stride", "stage_contact", "restarts")
+_BOOLS = ("hold_flight",)
 _FLOATS = ("lr", "blur")
 _STRS = ("id", "scene", "shape", "target", "optimizer", "loss", "fit", "render")
 KEYS = ("id", "scene", "shape", "seed", "target", "truth", "iters", "lr", "optimizer",
-        "frames", "resolution", "params", "blur", "frame_stride", "loss", "fit", "render")
+        "frames", "resolution", "params", "blur", "frame_stride", "loss", "fit", "render",
+        "stage_contact", "hold_flight", "restarts")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
@@ -110,6 +114,9 @@ class Item:
     loss: str | None = None
     fit: str | None = None
     render: str | None = None
+    stage_contact: int = 0
+    hold_flight: bool = False
+    restarts: int | None = None
     scene_file: str | None = None
 
 
@@ -219,6 +226,13 @@ def _convert(key: str, value, from_csv: bool):
             raise ManifestError(f"{key} must be an integer >= {int(key != 'seed')}; got "
                                 f"{value!r}")
         return value
+    if key in _BOOLS:
+        if from_csv and isinstance(value, str) and value.strip().lower() in (
+                "true", "false", "1", "0"):
+            return value.strip().lower() in ("true", "1")
+        if not isinstance(value, bool):
+            raise ManifestError(f"{key} must be true or false; got {value!r}")
+        return value
     if key in _FLOATS:
         return _number(key, value, from_csv, low=0, above=key == "lr")
     if key == "params":
@@ -274,7 +288,7 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
     Never raises for a bad item: returns its summary row (:func:`row_from_report`) with
     status ``"failed"`` and the message (also in ``error.json`` there) instead. Without
     ``resume`` any earlier resume state of the item is dropped first."""
-    from gradsim_taichi.estimation_outputs import estimate_into, render_for
+    from gradsim_taichi.estimation_outputs import estimate_into, render_for, restarts_for
     from gradsim_taichi.render import load_video
     from gradsim_taichi.run_loop import locked
     from gradsim_taichi.scenes import make_preset
@@ -318,6 +332,8 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
                           resume=resume, progress=False,
                           render=render_for(target is not None, item.render),
                           loss=item.loss or "mse", fit=item.fit,
+                          stage_contact=item.stage_contact, hold_flight=item.hold_flight,
+                          restarts=restarts_for(target is not None, item.restarts),
                           true=truth if item.target is not None else None)
     except Exception as e:  # isolated: the item fails, the batch goes on
         return failed_row(out, item, error_message(e), attempt)

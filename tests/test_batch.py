@@ -316,6 +316,27 @@ def test_items_take_the_own_video_options_fit_render_and_loss(tmp_path):
     assert rows["badrender"]["status"] == "failed" and "pastel" in rows["badrender"]["message"]
 
 
+def test_items_take_the_contact_stage_hold_flight_and_restarts(tmp_path):
+    """stage_contact, hold_flight and restarts reach the item's estimation (CSV and JSON
+    agree; a bad flag stops the manifest, named)."""
+    csv_path = tmp_path / "m.csv"
+    csv_path.write_text("id,scene,frames,resolution,iters,stage_contact,hold_flight,restarts\n"
+                        "held,rigid-mass,16,16,4,2,true,1\n")
+    jsonl = write_jsonl(tmp_path / "m.jsonl", [dict(
+        id="held", scene="rigid-mass", frames=16, resolution=16, iters=4, stage_contact=2,
+        hold_flight=True, restarts=1)])
+    (a,), (b,) = read_manifest(csv_path), read_manifest(jsonl)
+    assert (a.stage_contact, a.hold_flight, a.restarts) == (2, True, 1) == \
+        (b.stage_contact, b.hold_flight, b.restarts)
+    with pytest.raises(ManifestError, match="hold_flight must be true or false"):
+        parse_item({"id": "a", "scene": "x", "hold_flight": "maybe"}, from_csv=True)
+    run_batch([a], tmp_path / "b", workers=1, settings=SETTINGS, progress=False, plot=False)
+    report = json.loads((tmp_path / "b" / "items" / "held" / "report.json").read_text())
+    assert report["settings"]["hold_flight"] is True
+    assert report["settings"]["stage_contact"] == 2
+    assert report["iterations"] == 2 and "nothing left to fit" in report["message"]
+
+
 # ---- scene files as items -------------------------------------------------------------------
 
 CLIP = """
