@@ -98,10 +98,20 @@ class Fit:
         pred = render(out, frame_ids, coverage=self.with_mask)
         return pred[..., :3] if self.target.shape[-1] == 3 else pred
 
+    def fitted_ids(self) -> torch.Tensor:
+        """The frames the estimate answers to: every fitted frame, or the pre-contact
+        stage's when ``hold_flight`` ended the run there (the contact frames, which the
+        model may not match, then judge nothing)."""
+        if self.hold_at is not None and not self.holding and not set(self.free()) & set(
+                self.names):
+            return self.stages.frame_ids(self.hold_at - 1)
+        return self.stages.all_ids
+
     def raw_residuals(self):
-        """Every frame's residual at the current values, unblurred (pixels or positions
-        minus the target); None where the model is undefined there."""
-        ids = self.stages.all_ids
+        """The residual of every frame of :meth:`fitted_ids` at the current values,
+        unblurred (pixels or positions minus the target); None where the model is
+        undefined there."""
+        ids = self.fitted_ids()
         with torch.no_grad():
             pred = self.predict(ids)
         return None if pred is None else (pred - self.target[ids]).reshape(-1)

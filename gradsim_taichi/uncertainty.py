@@ -129,7 +129,7 @@ def local_uncertainty(fit) -> dict:
 def gauss_newton_product(fit, tensors, x0, r0, evaluate):
     """``v -> J^T J v`` at ``x0`` over every learned element: ``J v`` by central
     differences along ``v`` (two simulations), then ``J^T`` by one reverse pass."""
-    ids = fit.stages.all_ids
+    ids = fit.fitted_ids()
 
     def product(v):
         jv = fd_jacobian(evaluate, x0, r0, v.reshape(-1, 1))[:, 0]

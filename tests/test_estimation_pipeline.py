@@ -363,11 +363,13 @@ def test_hold_flight_keeps_the_flight_estimate_through_the_contact_frames():
     other.build()
     target = render_target(other)
     scene = _rigid(frames=20)
-    r = estimate(scene, target, stage_contact=4, hold_flight=True, seed=1, progress=False,
-                 uncertainty=False)
+    r = estimate(scene, target, stage_contact=4, hold_flight=True, seed=1, progress=False)
     assert r.iterations == 4 and "nothing left to fit" in r.message
-    assert r.stages[-1]["last_frame"] < 20 and r.settings["hold_flight"] is True
+    last = r.stages[-1]["last_frame"]
+    assert last < 20 and r.settings["hold_flight"] is True
     assert r.errors()["mass"]["rel_err"] < 1e-4 and not r.warnings
+    # the uncertainty answers to the flight's frames only (32x32 pixels each)
+    assert r.uncertainty["dof"] == (last + 1) * 32 * 32 * target.shape[-1] - 1
 
     other = make_scene("rigid-contact", frames=20, width=32, height=32,
                        contact=dict(ke=5e3, kd=50.0, kf=100.0, mu=0.4))
