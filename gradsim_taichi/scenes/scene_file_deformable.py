@@ -1,0 +1,121 @@
+"""The scene files' deformable objects: ``kind = "soft"`` (FEM solids) and
+``kind = "cloth"`` (a grid), their defaults and checks (see
+:mod:`gradsim_taichi.scenes.scene_file` for the schema)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from gradsim_taichi.scenes.scene_file_checks import (
+    SceneFileError,
+    dimensions,
+    err,
+    number,
+    string,
+    table,
+    value_or_unknown,
+    vector,
+)
+
+SOFT_PRIMITIVES = {  # soft (FEM) solids: shape -> {key: default (None: required)}
+    "box": {"extents": None, "resolution": [4, 2, 2]},
+    "ball": {"radius": None, "subdivisions": 2},
+}
+SOFT_DOCS = {"mu": "Lame mu [Pa]", "lambda": "Lame lambda [Pa]"}
+CLOTH_DOCS = {"tri_ke": "cloth stretch stiffness [N/m]",
+              "tri_ka": "cloth area stiffness [N/m]",
+              "tri_kd": "cloth area damping [N s/m]",
+              "edge_ke": "cloth bending stiffness [N m/rad]",
+              "edge_kd": "cloth bending damping [N m s/rad]"}
+CLOTH_PINS = ("corners", "top_corners", "bottom_corners", "top", "bottom", "left", "right",
+              "top_left", "top_right", "bottom_left", "bottom_right")
+
+
+def cloth(o: dict, path: str) -> dict:
+    """A checked cloth object: a rectangular grid of triangles, its area density, pins
+    and (optional) membrane and bending stiffness, known or unknown."""
+    keys = ("kind", "size", "resolution", "plane", "position", "velocity", "color",
+            "density", "pinned", *CLOTH_DOCS)
+    table(o, path, keys, ("size", "position"))
+    obj = dict(kind="cloth", size=vector(o["size"], f"{path}.size", 2))
+    if min(obj["size"]) <= 0:
+        raise err(f"{path}.size", "[width, height] > 0 [m]", o["size"])
+    res = o.get("resolution", [8, 8])
+    if not isinstance(res, list) or len(res) != 2:
+        raise err(f"{path}.resolution", "[nx, ny] cells (integers >= 1)", res)
+    obj["resolution"] = [number(v, f"{path}.resolution[{k}]", low=1, integer=True)
+                         for k, v in enumerate(res)]
+    obj["plane"] = string(o.get("plane", "xz"), f"{path}.plane", ("xz", "xy"))
+    obj["position"] = vector(o["position"], f"{path}.position", 3)
+    obj["velocity"] = vector(o.get("velocity", [0.0, 0.0, 0.0]), f"{path}.velocity", 3)
+    obj["color"] = vector(o.get("color", [0.75, 0.6, 0.3]), f"{path}.color", 3, unit=True)
+    obj["density"] = number(o.get("density", 0.1), f"{path}.density", positive=True)
+    pins = o.get("pinned", [])
+    if not isinstance(pins, list) or not all(isinstance(p, str) and p in CLOTH_PINS
+                                             for p in pins):
+        raise err(f"{path}.pinned", f"a list of names from {', '.join(CLOTH_PINS)}", pins)
+    obj["pinned"] = list(pins)
+    for key in CLOTH_DOCS:  # absent: the builder's stable defaults
+        if key in o:
+            known = not isinstance(o[key], dict) and key.endswith("kd")  # damping: >= 0
+            obj[key] = (number(o[key], f"{path}.{key}", low=0) if known
+                        else value_or_unknown(o[key], f"{path}.{key}"))
+    return obj
+
+
+def soft(o: dict, path: str, base_dir: Path) -> dict:
+    """A checked soft (FEM) object: a primitive solid or a tet mesh file, placed, with
+    its material (density known; mu and lambda known or unknown)."""
+    if ("shape" in o) == ("mesh" in o):
+        raise err(f"{path}.shape", f"one of {', '.join(SOFT_PRIMITIVES)} or a mesh = "
+                   "\"solid.msh\" (exactly one of shape and mesh)")
+    shape = o.get("shape")
+    if "shape" in o and (not isinstance(shape, str) or shape not in SOFT_PRIMITIVES):
+        raise err(f"{path}.shape", f"one of {', '.join(SOFT_PRIMITIVES)} for a soft object "
+                   "(or give mesh = \"solid.msh\", a tet mesh)", shape)
+    prim = SOFT_PRIMITIVES.get(shape, {})
+    keys = ("kind", *(("mesh", "scale") if "mesh" in o else ("shape", *prim)), "position",
+            "orientation", "velocity", "color", "density", "mu", "lambda", "damping")
+    table(o, path, keys)
+    obj = dict(kind="soft")
+    if "shape" in o:
+        obj["shape"] = shape
+        obj.update(dimensions(o, path, f"soft {shape}", prim))
+    else:
+        mesh = string(o["mesh"], f"{path}.mesh")
+        file = Path(mesh) if Path(mesh).is_absolute() else base_dir / mesh
+        if not file.is_file():
+            raise FileNotFoundError(f"{path}.mesh: tet mesh file not found: {file}")
+        try:
+            read_tet_mesh(file)
+        except Exception as e:  # meshio and the mesh checks raise many kinds
+            raise SceneFileError(f"{path}.mesh: cannot read {file} as a tetrahedral mesh: "
+                                 f"{e}") from None
+        obj["mesh"] = str(file.resolve())
+        obj["scale"] = number(o.get("scale", 1.0), f"{path}.scale", positive=True)
+    if "position" not in o:
+        raise SceneFileError(f"{path}.position: missing; expected a list of 3 numbers")
+    obj["position"] = vector(o["position"], f"{path}.position", 3)
+    obj["orientation"] = vector(o.get("orientation", [1.0, 0.0, 0.0, 0.0]),
+                                 f"{path}.orientation", 4)
+    if not np.linalg.norm(obj["orientation"]) > 1e-12:
+        raise err(f"{path}.orientation", "a non-zero quaternion w, x, y, z",
+                   o["orientation"])
+    obj["velocity"] = vector(o.get("velocity", [0.0, 0.0, 0.0]), f"{path}.velocity", 3)
+    obj["color"] = vector(o.get("color", [0.2, 0.45, 0.8]), f"{path}.color", 3, unit=True)
+    obj["density"] = number(o.get("density", 1000.0), f"{path}.density", positive=True)
+    for key in ("mu", "lambda"):
+        if key not in o:
+            raise SceneFileError(f"{path}.{key}: missing; a soft object needs its Lame "
+                                 "parameters mu and lambda [Pa] (numbers or unknowns)")
+        obj[key] = value_or_unknown(o[key], f"{path}.{key}")
+    obj["damping"] = number(o.get("damping", 0.0), f"{path}.damping", low=0)
+    return obj
+
+
+def read_tet_mesh(file):
+    from gradsim_taichi.meshes import read_tet_mesh as read
+
+    return read(file)
