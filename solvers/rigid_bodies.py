@@ -109,7 +109,7 @@ class RigidBodySystem(Learnable):
         # with slots > 1 (CUDA) vertex i adds into partial sum i mod slots of its body, not
         # into the body's one sum, and reads its body's state from that slot's copy, so
         # neither the forward nor the adjoint has one hot atomic (runtime.reduction_slots)
-        self.slots = runtime.reduction_slots()
+        self.slots = runtime.reduction_slots() if self.has_ground and nv else 1
         self.slot_loop = Scatter.items(nb * self.slots, ns_per_item=20.0)
         self.body_loop = Scatter.items(nb, ns_per_item=200.0)
         self.meshes = [(int(offsets[i]), np.asarray(b["faces"], dtype=np.int64))

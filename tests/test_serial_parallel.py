@@ -104,6 +104,7 @@ def _rigid_rollout(slots, monkeypatch):
     sim = gs.Simulation(b.finalize(), frames=4, substeps=16)
     system = sim.model.systems[-1]
     assert system.slots == slots
+    assert system.contact.serial == (runtime.SERIAL_WORK_NS > 0 and TEST_ARCH == "cpu")
     out = sim.forward()["rigid"]
     weights = np.random.default_rng(2).standard_normal(out.shape)
     sim.backward({"rigid": weights})
@@ -111,10 +112,14 @@ def _rigid_rollout(slots, monkeypatch):
     return sim, weights, out, {n: sim.param_grad(n) for n in names}
 
 
-def test_rigid_partial_sums_match_one_sum(monkeypatch):
+@pytest.mark.parametrize("parallel", [False, True])
+def test_rigid_partial_sums_match_one_sum(parallel, monkeypatch):
     """Vertex contact summed through 16 partial sums per body (CUDA's path, here on the
     CPU) gives the trajectories and float64 gradients of the one sum per body (the CPU's),
-    and its gradients match central finite differences."""
+    and its gradients match central finite differences; with the loops serial (the CPU's
+    default for this small scene) and parallel."""
+    if parallel:
+        monkeypatch.setattr(runtime, "SERIAL_WORK_NS", 0.0)
     _, _, x1, g1 = _rigid_rollout(1, monkeypatch)
     sim, weights, x16, g16 = _rigid_rollout(16, monkeypatch)
     assert sim.model.systems[-1].nv > 16 * 2  # several vertices per slot (box + sphere)
