@@ -112,6 +112,7 @@ def _rigid_rollout(slots, monkeypatch):
     return sim, weights, out, {n: sim.param_grad(n) for n in names}
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("parallel", [False, True])
 def test_rigid_partial_sums_match_one_sum(parallel, monkeypatch):
     """Vertex contact summed through 16 partial sums per body (CUDA's path, here on the
