@@ -218,6 +218,29 @@ def serial(count: int, ns_per_item: float = 10.0) -> bool:
     return _state["arch"] == "cpu" and count * ns_per_item < SERIAL_WORK_NS
 
 
+# Partial sums a per-body reduction spreads its items over (see reduction_slots).
+REDUCTION_SLOTS = {"cpu": 1, "cuda": 64}
+
+
+def reduction_slots() -> int:
+    """How many partial sums a reduction of many items into one slot (a rigid body's
+    vertex contact forces into the body) uses: 1 on the CPU (one sum, today's code), 64 on
+    CUDA (item ``i`` adds into partial ``i mod 64``, a second loop adds the partials: no
+    one hot atomic). ``GRADSIM_REDUCTION_SLOTS`` overrides it (tests run the partial-sum
+    path on the CPU with it). Read at build time, like :func:`serial`."""
+    ensure_init()
+    text = os.environ.get("GRADSIM_REDUCTION_SLOTS", "").strip()
+    if not text:
+        return REDUCTION_SLOTS[_state["arch"]]
+    try:
+        slots = int(text)
+    except ValueError:
+        slots = 0
+    if slots < 1:
+        raise ValueError(f"GRADSIM_REDUCTION_SLOTS={text!r} must be a positive integer")
+    return slots
+
+
 def generation() -> int:
     """Increments on every :func:`init`; objects holding fields compare it to detect reuse
     after a reset (Taichi's own error for that is an opaque ``IndexError``)."""

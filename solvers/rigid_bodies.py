@@ -106,6 +106,11 @@ class RigidBodySystem(Learnable):
         # vertex contact adds into the bodies (atomic adds when parallel: Taichi generates
         # the step's adjoint); the integrator's loop writes each body's own state
         self.contact = Scatter(np.repeat(np.arange(nb), counts), ns_per_item=100.0)
+        # with slots > 1 (CUDA) vertex i adds into partial sum i mod slots of its body, not
+        # into the body's one sum, and reads its body's state from that slot's copy, so
+        # neither the forward nor the adjoint has one hot atomic (runtime.reduction_slots)
+        self.slots = runtime.reduction_slots() if self.has_ground and nv else 1
+        self.slot_loop = Scatter.items(nb * self.slots, ns_per_item=20.0)
         self.body_loop = Scatter.items(nb, ns_per_item=200.0)
         self.meshes = [(int(offsets[i]), np.asarray(b["faces"], dtype=np.int64))
                        for i, b in enumerate(bodies)]
@@ -187,6 +192,13 @@ class RigidBodySystem(Learnable):
         self.x, self.v, self.w = (vec(3, (rows, nb)) for _ in range(3))
         self.q = vec(4, (rows, nb))
         self.fsum, self.tsum = vec(3, (rows, nb)), vec(3, (rows, nb))
+        self.partial = []
+        if self.slots > 1:  # per (row, body * slots + slot): the body's state and partial sums
+            ns = nb * self.slots
+            self.xs, self.vs, self.ws, self.cs = (vec(3, (rows, ns)) for _ in range(4))
+            self.qs = vec(4, (rows, ns))
+            self.fpart, self.tpart = vec(3, (rows, ns)), vec(3, (rows, ns))
+            self.partial = [self.xs, self.vs, self.ws, self.cs, self.qs, self.fpart, self.tpart]
         self.xc, self.vc, self.wc = (vec(3, (frames + 1, nb), False) for _ in range(3))
         self.qc = vec(4, (frames + 1, nb), False)
         self.ext_f, self.ext_t = vec(3, (frames, nb)), vec(3, (frames, nb))
@@ -216,7 +228,8 @@ class RigidBodySystem(Learnable):
 
     def state_bytes(self) -> int:
         """Bytes of stored state (values and adjoints) of the buffers and checkpoints."""
-        buffers = _field_bytes(self.x, self.v, self.w, self.q, self.fsum, self.tsum)
+        buffers = _field_bytes(self.x, self.v, self.w, self.q, self.fsum, self.tsum,
+                               *self.partial)
         return 2 * buffers + _field_bytes(self.xc, self.vc, self.wc, self.qc)
 
     # ---- forward ---------------------------------------------------------------------
@@ -247,6 +260,10 @@ class RigidBodySystem(Learnable):
         for r, b in ti.ndrange(self.rows, self.nb):  # force accumulators start at zero
             self.fsum[r, b] = ti.Vector([0.0, 0.0, 0.0])
             self.tsum[r, b] = ti.Vector([0.0, 0.0, 0.0])
+        if ti.static(self.slots > 1):
+            for r, k in ti.ndrange(self.rows, self.nb * self.slots):
+                self.fpart[r, k] = ti.Vector([0.0, 0.0, 0.0])
+                self.tpart[r, k] = ti.Vector([0.0, 0.0, 0.0])
 
     def load(self, frame: int) -> None:
         """Start a segment at ``frame``: frame 0 comes from the parameters, later frames
@@ -275,7 +292,7 @@ class RigidBodySystem(Learnable):
     def _step(self, row: ti.i32, frame: ti.i32, dt: float, t: float):
         """Contact, loads and impulses (atomic adds into the bodies), then integration.
         Top-level loops only: the adjoint kernel runs them in reverse order."""
-        if ti.static(self.has_ground and self.nv > 0):
+        if ti.static(self.has_ground and self.nv > 0 and self.slots == 1):
             ti.loop_config(serialize=self.contact.serial)
             for i in range(self.nv):
                 b = self.vbody[i]
@@ -284,6 +301,31 @@ class RigidBodySystem(Learnable):
                                         self.w[row, b], self.vlocal[i] - self.com_off[b])
                 self.contact.add(0, self.fsum, row, b, i, 0, f)
                 self.contact.add(0, self.tsum, row, b, i, 0, tau)
+        if ti.static(self.has_ground and self.nv > 0 and self.slots > 1):
+            # each body's state copied per slot (the adjoint: slots adds per body) ...
+            ti.loop_config(serialize=self.slot_loop.serial)
+            for k in range(self.nb * self.slots):
+                b = k // self.slots
+                self.xs[row, k] = self.x[row, b]
+                self.qs[row, k] = self.q[row, b]
+                self.vs[row, k] = self.v[row, b]
+                self.ws[row, k] = self.w[row, b]
+                self.cs[row, k] = self.com_off[b]
+            # ... vertex i reads and adds into slot i mod slots of its body ...
+            ti.loop_config(serialize=self.contact.serial)
+            for i in range(self.nv):
+                k = self.vbody[i] * self.slots + i % self.slots
+                rot = quat_to_mat(self.qs[row, k])
+                f, tau = vertex_contact(self.ground, self.xs[row, k], rot, self.vs[row, k],
+                                        self.ws[row, k], self.vlocal[i] - self.cs[row, k])
+                self.contact.add(0, self.fpart, row, k, i, 0, f)
+                self.contact.add(0, self.tpart, row, k, i, 0, tau)
+            # ... and the partial sums add into the body (the adjoint: a broadcast)
+            ti.loop_config(serialize=self.slot_loop.serial)
+            for k in range(self.nb * self.slots):
+                b = k // self.slots
+                self.fsum[row, b] += self.fpart[row, k]
+                self.tsum[row, b] += self.tpart[row, k]
         if ti.static(self.nl > 0):
             ti.loop_config(serialize=True)  # a handful of loads
             for l in range(self.nl):
@@ -394,6 +436,10 @@ class RigidBodySystem(Learnable):
             self.q.grad[last, b] = cq
             self.v.grad[last, b] = cv
             self.w.grad[last, b] = cw
+        if ti.static(self.slots > 1):
+            for r, k in ti.ndrange(last + 1, self.nb * self.slots):
+                for field in ti.static(self.partial):
+                    field.grad[r, k] = ti.zero(field.grad[r, k])
 
     def seed_segment(self, first_frame: int, frames_in_segment: int, substeps: int) -> None:
         """Carry the adjoint of the later segment's row 0 to this segment's last row and

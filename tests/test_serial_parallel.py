@@ -93,3 +93,66 @@ def test_every_registered_force_model_is_covered():
     covered = {"Springs", "ClothTriangles", "Bending", "Aerodynamics", "TetFEM"}
     missing = {cls.__name__ for cls in force_models().values()} - covered
     assert not missing, f"add a scene with {missing} to test_parallel_paths_match_serial"
+
+
+def _rigid_rollout(slots, monkeypatch):
+    """The rigid scene above built with ``slots`` partial sums per body: the model, its
+    vertex trajectories, and the gradients of a fixed random linear loss of them."""
+    monkeypatch.setenv("GRADSIM_REDUCTION_SLOTS", str(slots))
+    b = gs.ModelBuilder(contact_kd=2.0, contact_kf=2.0)
+    rigid_bodies(b)
+    sim = gs.Simulation(b.finalize(), frames=4, substeps=16)
+    system = sim.model.systems[-1]
+    assert system.slots == slots
+    assert system.contact.serial == (runtime.SERIAL_WORK_NS > 0 and TEST_ARCH == "cpu")
+    out = sim.forward()["rigid"]
+    weights = np.random.default_rng(2).standard_normal(out.shape)
+    sim.backward({"rigid": weights})
+    names = [n for n in sim.params.names() if n != "external_force"]
+    return sim, weights, out, {n: sim.param_grad(n) for n in names}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("parallel", [False, True])
+def test_rigid_partial_sums_match_one_sum(parallel, monkeypatch):
+    """Vertex contact summed through 16 partial sums per body (CUDA's path, here on the
+    CPU) gives the trajectories and float64 gradients of the one sum per body (the CPU's),
+    and its gradients match central finite differences; with the loops serial (the CPU's
+    default for this small scene) and parallel."""
+    if parallel:
+        monkeypatch.setattr(runtime, "SERIAL_WORK_NS", 0.0)
+    _, _, x1, g1 = _rigid_rollout(1, monkeypatch)
+    sim, weights, x16, g16 = _rigid_rollout(16, monkeypatch)
+    assert sim.model.systems[-1].nv > 16 * 2  # several vertices per slot (box + sphere)
+    assert x1[:, :, 1].min() < 0.0  # vertices are in contact
+    np.testing.assert_allclose(x16, x1, rtol=0, atol=1e-12)
+    assert set(g16) == set(g1)
+    for name, g in g1.items():
+        scale = max(np.abs(g).max(), 1e-30)
+        np.testing.assert_allclose(g16[name], g, rtol=0, atol=1e-12 * scale, err_msg=name)
+
+    def loss():
+        return float((sim.forward()["rigid"] * weights).sum())
+
+    for name in ("body_velocity", "body_angular_velocity", "body_com_offset", "body_mass",
+                 "contact_ke", "contact_mu"):
+        base = np.array(sim.get_param(name), dtype=np.float64)
+        grad = g16[name].ravel()
+        k = int(np.argmax(np.abs(grad)))
+        # a contact onset under the 1e-6 step puts a kink there: then a 10x smaller one
+        err = np.inf
+        for rel in (1e-6, 1e-7):
+            h = rel * max(1.0, abs(base.ravel()[k]))
+            vals = []
+            for sign in (1, -1):
+                v = base.copy().ravel()
+                v[k] += sign * h
+                sim.set_param(name, v.reshape(base.shape))
+                vals.append(loss())
+            sim.set_param(name, base)
+            fd = (vals[0] - vals[1]) / (2 * h)
+            err = min(err, abs(grad[k] - fd) / abs(fd))
+            if err <= 1e-5:
+                break
+        assert abs(fd) > 1e-6, (name, fd)
+        assert err <= 1e-5, (name, grad[k], fd)
