@@ -370,7 +370,7 @@ def estimate(
                                           end_iteration=run.iterations,
                                           params=plain_values(result.params))]
     flight = next((s for s in job.stage_log if stage_contact and contact_note is None
-                   and s["end_iteration"] == stage_contact), None)
+                   and s["end_iteration"] == stages.ends[0]), None)
     if flight is not None:
         result.warnings += _contact_pull(flight, result.stages[-1])
     if uncertainty:
@@ -540,7 +540,7 @@ def _warnings(result: EstimationResult, stages: Stages, iters: int) -> list:
         ends = [end for end in stages.ends if end > done]
         out.append(f"the run ended after {done} iterations, inside a warm-up stage: only "
                    f"frames up to {last} were fitted; give at least "
-                   f"{max(ends + [stages.coarse_iters]) + 1} iterations to fit every frame")
+                   f"{max(ends + [stages.coarse_end]) + 1} iterations to fit every frame")
     for n, est in result.params.items():
         if done > 0 and np.allclose(est, result.init[n], rtol=1e-12, atol=0.0):
             out.append(f"'{n}' never moved from its initial guess")

@@ -16,10 +16,16 @@ from gradsim_taichi.objectives import blur_frames, needs_mask
 from gradsim_taichi.optimisers import LevenbergMarquardt, Optimiser
 from gradsim_taichi.reports import jsonable
 
-# estimate(tol=...): iterations in a row within the tolerance before stopping early (an
-# L-BFGS step whose line search failed moves nothing once, then restarts its memory and
-# moves again unless it is at the minimum)
+# estimate(tol=...): iterations in a row within the tolerance before stopping early, or
+# before a warm-up stage ends early (an L-BFGS step whose line search failed moves
+# nothing once, then restarts its memory and moves again unless it is at the minimum)
 CONVERGED_PATIENCE = 2
+# Levenberg-Marquardt ends a step after one simulation when the loss is at rounding
+# level: below LM_STAGE_TOL of its value at the stage's start, or LM_RUN_TOL of its value
+# at the run's start (a later stage that starts where an earlier one left the residuals
+# at rounding level would otherwise build Jacobians of noise)
+LM_STAGE_TOL = 1e-20
+LM_RUN_TOL = 1e-24
 # Levenberg-Marquardt iterations of the nuisance calibration on the first frame
 # (Fit.calibrate), and its largest change of any value per step (radians, metres, ...)
 CALIBRATION_ITERS = 30
@@ -64,6 +70,7 @@ class Fit:
         # The loss is divided by its first value in each stage: L-BFGS's curvature test
         # uses an absolute threshold (1e-10) that tiny pixel losses would never pass.
         self.scale = None
+        self.first_scale = None  # the first stage's
         self.iteration = 0
         self.rendered = None  # frames of the step's first evaluation (for callbacks)
         self.evaluated = None  # the values it was at
@@ -173,7 +180,12 @@ class Fit:
         r = (blur_frames(pred, self.blur) - self.compared[frame_ids]).reshape(-1)
         if self.scale is None:
             self.scale = 1.0 / max(float((r * r).mean()), 1e-300)
+            self.first_scale = self.first_scale or self.scale
+            self._lm_tolerance()
         return r * math.sqrt(self.scale)
+
+    def _lm_tolerance(self):
+        self.opt.lm.tolerance = max(LM_STAGE_TOL, LM_RUN_TOL * self.scale / self.first_scale)
 
     def calibrate(self, iters: int = CALIBRATION_ITERS) -> dict | None:
         """Fit the learned nuisance parameters (camera, appearance) alone to the first
@@ -238,6 +250,8 @@ class Fit:
         if not finite:
             return "loss" if not torch.isfinite(value).all() else "gradient"
         self._track_change(before, float(value))
+        if self.tol > 0 and self.still >= CONVERGED_PATIENCE and not self.stages.final(it):
+            self._end_stage(it)
         record = {"iter": it, "loss": float(value / self.scale)}
         for n in self.names:
             record[n] = float(self.evaluated[n].mean())
@@ -255,7 +269,15 @@ class Fit:
         same_loss = (self.last_loss is not None
                      and abs(normalised_loss - self.last_loss) <= self.tol)
         self.still = self.still + 1 if moved <= self.tol and same_loss else 0
+        if self.kind == "lm" and self.opt.lm.at_tolerance:  # nothing left to fit
+            self.still = CONVERGED_PATIENCE
         self.last_loss = normalised_loss
+
+    def _end_stage(self, it):
+        """The warm-up stage at ``it`` converged: the next iteration starts the next."""
+        boundary, shift = self.stages.end_objective_after(it)
+        if self.hold_at is not None and self.hold_at >= boundary:
+            self.hold_at -= shift
 
     def free(self) -> list:
         """The names learned after the values in :attr:`held` are held."""
@@ -293,7 +315,9 @@ class Fit:
     def state_dict(self):
         return {"names": self.names, "u": self.snapshot(), "optimizer": self.opt.state_dict(),
                 "init": self.init, "loss_scale": self.scale, "stages": self.stage_log,
-                "holding": self.holding}
+                "holding": self.holding, "first_scale": self.first_scale,
+                "stage_ends": list(self.stages.ends), "coarse_end": self.stages.coarse_end,
+                "hold_at": self.hold_at, "still": self.still, "last_loss": self.last_loss}
 
     def load_state_dict(self, state):
         if not isinstance(state, dict) or state.get("names") != self.names:
@@ -312,6 +336,14 @@ class Fit:
         self.opt.load_state_dict(state["optimizer"])
         self.init, self.scale = state["init"], state["loss_scale"]
         self.stage_log = list(state.get("stages", []))
+        self.first_scale = state.get("first_scale")
+        if "stage_ends" in state:  # stages that converged early ended early
+            self.stages.ends = list(state["stage_ends"])
+            self.stages.coarse_end = state["coarse_end"]
+            self.hold_at = state["hold_at"]
+            self.still, self.last_loss = state["still"], state["last_loss"]
+        if self.kind == "lm" and self.scale is not None and self.first_scale is not None:
+            self._lm_tolerance()
         self._anchor()
 
     def _anchor(self):

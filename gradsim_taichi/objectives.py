@@ -262,8 +262,10 @@ class Stages:
     order, then all frames. A tumbling body's flight before it touches the ground has a
     single minimum; later frames can make the full-video loss multimodal. The coarse
     stage: the first ``coarse_iters`` iterations move parameters that have a basis only
-    within it. Frames are every ``frame_stride``-th of ``first..last`` (``frame_range``,
-    inclusive; default ``0..frames``); a horizon that selects none of them is dropped.
+    within it. A stage whose estimate has converged ends early
+    (:meth:`end_objective_after`): the later stages start sooner. Frames are every
+    ``frame_stride``-th of ``first..last`` (``frame_range``, inclusive; default
+    ``0..frames``); a horizon that selects none of them is dropped.
     """
 
     def __init__(self, frames: int, warmup=(0, 0), coarse_iters: int = 0,
@@ -277,7 +279,8 @@ class Stages:
         self.all_ids = torch.arange(first, last + 1, frame_stride)
         self.horizons = [(n, end) for n, end in parse_warmup(warmup) if end >= first]
         self.ends = np.cumsum([n for n, _ in self.horizons]).tolist()
-        self.coarse_iters = int(coarse_iters)
+        self.coarse_iters = int(coarse_iters)  # as planned
+        self.coarse_end = self.coarse_iters  # when it ends (earlier if it converged)
 
     def frame_ids(self, iteration: int) -> torch.Tensor:
         """The frames fitted at ``iteration``."""
@@ -287,17 +290,32 @@ class Stages:
         return self.all_ids
 
     def coarse(self, iteration: int) -> bool:
-        return iteration < self.coarse_iters
+        return iteration < self.coarse_end
 
     def final(self, iteration: int) -> bool:
         """Whether ``iteration`` fits the final objective (every horizon and the coarse
         stage behind it)."""
-        return iteration >= max(self.ends[-1] if self.ends else 0, self.coarse_iters)
+        return iteration >= max(self.ends[-1] if self.ends else 0, self.coarse_end)
 
     def starts_new_objective(self, iteration: int) -> bool:
         """A horizon or the coarse stage ends here: optimiser memory of the old objective
         misleads, and the loss scale is measured again."""
-        return iteration > 0 and (iteration in self.ends or iteration == self.coarse_iters)
+        return iteration > 0 and (iteration in self.ends or iteration == self.coarse_end)
+
+    def end_objective_after(self, iteration: int) -> tuple[int, int]:
+        """End the objective fitted at ``iteration`` (not the final one) there: the next
+        iteration starts the next one, and every later boundary moves as much earlier.
+        Returns ``(boundary, shift)``: boundaries at or after ``boundary`` moved by
+        ``shift`` iterations (0 when there was nothing to move)."""
+        later = [b for b in (*self.ends, self.coarse_end) if b > iteration]
+        if not later or self.final(iteration):
+            return iteration + 1, 0
+        boundary = min(later)
+        shift = boundary - (iteration + 1)
+        self.ends = [e - shift if e >= boundary else e for e in self.ends]
+        if self.coarse_end >= boundary:
+            self.coarse_end -= shift
+        return boundary, shift
 
     def stage_of(self, iteration: int) -> dict:
         """The frames fitted at ``iteration`` as ``{"first_frame", "last_frame"}``."""

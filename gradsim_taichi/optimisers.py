@@ -127,6 +127,7 @@ class LevenbergMarquardt:
         self.tolerance = tolerance
         self.initial_damping = damping
         self.damping = damping
+        self.at_tolerance = False  # whether the last step ended at the tolerance
         n = sum(t.numel() for t in tensors)
         if n > LM_MAX_UNKNOWNS:
             raise ValueError(f"optimizer 'lm' takes at most {LM_MAX_UNKNOWNS} unknowns (two "
@@ -169,7 +170,8 @@ class LevenbergMarquardt:
             self._set(x)
             return torch.tensor(float("nan"), dtype=torch.float64)
         loss = (r * r).mean()
-        if float(loss) <= self.tolerance:
+        self.at_tolerance = float(loss) <= self.tolerance
+        if self.at_tolerance:
             return loss  # residuals at rounding level: a Jacobian of noise
         jac = self.jacobian(residual, x, r)
         a = jac.T @ jac

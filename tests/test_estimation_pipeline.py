@@ -267,6 +267,34 @@ def test_a_converged_run_stops_early_and_says_so(scene):
         estimate(scene, target, tol=-1.0, progress=False)
 
 
+def test_converged_warmup_stages_end_early_with_the_same_estimate(scene, tmp_path):
+    """A horizon stage whose fit has converged hands over to the next at once; the
+    estimate equals that of the full schedule, and a resumed run keeps the moved ends."""
+    target = render_target(scene)
+    kw = dict(params=["velocity"], iters=30, lr=0.5, optimizer="lm", progress=False,
+              warmup=[(10, 3), (10, 6)], init={"velocity": np.array([0.6, 0.3, -0.3])})
+    full = estimate(scene, target, tol=0, **kw)  # every stage runs its 10 iterations
+    assert [s["end_iteration"] for s in full.stages] == [10, 20, 30]
+    r = estimate(scene, target, **kw)
+    ends = [s["end_iteration"] for s in r.stages]
+    assert ends[0] < 10 and ends[1] - ends[0] < 10 and r.iterations < 20
+    assert [s["last_frame"] for s in r.stages] == [3, 6, scene.frames]
+    np.testing.assert_allclose(r.params["velocity"], full.params["velocity"], rtol=0,
+                               atol=1e-12)
+    assert r.errors()["velocity"]["abs_err"] < 1e-10
+
+    def interrupt(it, *_):
+        if it == ends[0] + 1:  # inside the second stage, which has moved
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        estimate(scene, target, out_dir=tmp_path, save_every=1, callback=interrupt, **kw)
+    resumed = estimate(scene, target, out_dir=tmp_path, resume=True, save_every=1, **kw)
+    assert [s["end_iteration"] for s in resumed.stages] == ends
+    np.testing.assert_allclose(resumed.params["velocity"], r.params["velocity"], rtol=0,
+                               atol=1e-12)
+
+
 def test_short_runs_warn_and_record_every_setting(scene):
     target = render_target(scene)
     r = estimate(scene, target, params=["velocity"], iters=2, lr=0.1, warmup=[(3, 4)],

@@ -150,6 +150,20 @@ def test_frame_range_limits_every_stage():
             O.Stages(20, frame_range=bad)
 
 
+def test_a_converged_stage_ends_early_and_later_boundaries_follow():
+    st = O.Stages(30, warmup=[(4, 5), (4, 10), (4, 20)], coarse_iters=10)
+    assert st.ends == [4, 8, 12] and not st.final(11) and st.final(12)
+    assert st.end_objective_after(1) == (4, 2)  # stage 0 converged at iteration 1
+    assert st.ends == [2, 6, 10] and st.coarse_end == 8 and st.coarse_iters == 10
+    assert st.starts_new_objective(2) and st.frame_ids(2)[-1] == 10
+    assert st.end_objective_after(2) == (6, 3)  # ... stage 1 at once
+    assert st.ends == [2, 3, 7] and st.coarse_end == 5
+    assert st.coarse(4) and not st.coarse(5) and st.starts_new_objective(5)
+    assert st.end_objective_after(5) == (7, 1) and st.ends == [2, 3, 6]
+    assert st.end_objective_after(6) == (7, 0) and st.ends == [2, 3, 6]  # final: stays
+    assert st.final(6) and st.frame_ids(6)[-1] == 30
+
+
 def test_first_contact():
     y = torch.tensor([1.0, 0.6, 0.3, 0.05, 0.0], dtype=torch.float64)
     pos = torch.zeros(5, 2, 3, dtype=torch.float64)
