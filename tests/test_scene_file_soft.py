@@ -154,11 +154,11 @@ def test_soft_errors_name_the_key(tmp_path, old, new, words):
         assert w in str(info.value)
 
 
-def test_pushes_on_soft_objects_and_several_unknown_soft_are_refused():
+def test_impulses_on_soft_objects_and_several_unknown_soft_are_refused():
     push = ('\n[[pushes]]\nobject = 0\nkind = "impulse"\nvector = [1.0, 0.0, 0.0]\n'
             'duration = 0.1\n')
-    with pytest.raises(SceneFileError, match=r"pushes\[0\].object: expected the index of a "
-                                             r"rigid object"):
+    with pytest.raises(SceneFileError, match=r"pushes\[0\].kind: expected \"force\" for a "
+                                             r"soft or cloth object"):
         scene_from_toml(SOFT + push)
     second = SOFT[SOFT.index("[[objects]]"):].replace("-0.1, 0.25", "0.3, 0.25")
     with pytest.raises(SceneFileError, match=r"objects\[0\].mu: an unknown mu needs a "

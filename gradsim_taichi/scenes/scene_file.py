@@ -520,18 +520,23 @@ class FileScene(Scene):
 
     def configure(self, sim) -> None:
         """The pushes on soft and cloth objects: per-frame forces on their regions."""
-        pushes = [p for p in self.spec["pushes"] if p["object"] in self._particles]
+        pushes = {k: p for k, p in enumerate(self.spec["pushes"])
+                  if p["object"] in self._particles}
         if not pushes:
             return
         x0 = sim.get_param("initial_position")
         force = np.zeros(sim.params["external_force"].shape)
-        for p in pushes:
+        for k, p in pushes.items():
             i = p["object"]
             ids = self._particles[i][region_mask(self._regions[i], p["region"])]
             frames = slice(*p["frames"]) if "frames" in p else slice(None)
             force[frames, ids] += np.asarray(p["vector"]) / len(ids)
             if "torque" in p:
-                force[frames, ids] += couple(x0[ids], p["torque"])
+                try:
+                    force[frames, ids] += couple(x0[ids], p["torque"])
+                except ValueError as e:
+                    raise SceneFileError(f"scene file {self.source}: pushes[{k}].torque: "
+                                         f"{e}") from None
         sim.set_param("external_force", force)
 
     def first_contact_frame(self) -> float:
@@ -647,14 +652,26 @@ def _add_soft(b, o: dict, mu: float, lam: float, density: float) -> tuple:
 
 def couple(x, torque) -> np.ndarray:
     """Forces ``[N, 3]`` on the points ``x`` with zero sum and moment ``torque`` (about
-    any point): the smallest such (least squares), ``f_i = w x r_i`` with ``r_i`` from
-    the points' centre and ``J w = torque`` (J the points' unit-mass inertia tensor). A
-    ValueError when the points lie on one line (a torque along it has no couple)."""
+    any point): the torque's size ``T`` spread across the points' offsets ``r_i`` from
+    their centre, perpendicular to its axis ``a``: ``f_i = a x r_i T / sum |r_i|^2``
+    (exact for points flat across the axis, as a box face and its normal), plus the
+    smallest couple (least squares) of any moment that misses. A ValueError when the
+    points lie on one line and a correction is needed (a torque along it has no couple)."""
+    torque = np.asarray(torque, dtype=np.float64)
     r = np.asarray(x, dtype=np.float64) - np.mean(x, axis=0)
-    inertia = (r ** 2).sum() * np.eye(3) - r.T @ r
+    size = np.linalg.norm(torque)
+    if size == 0:
+        return np.zeros_like(r)
+    axis = torque / size
+    across = r - np.outer(r @ axis, axis)
+    f = np.cross(axis, across) * size / max((across ** 2).sum(), 1e-300)
+    missing = torque - np.cross(r, f).sum(axis=0)
+    if np.linalg.norm(missing) <= 1e-9 * size:
+        return f
+    inertia = (r ** 2).sum() * np.eye(3) - r.T @ r  # of unit masses: sum r x (w x r) = J w
     if np.linalg.matrix_rank(inertia) < 3:
         raise ValueError("a torque needs a region of vertices not all on one line")
-    return np.cross(np.linalg.solve(inertia, np.asarray(torque, dtype=np.float64)), r)
+    return f + np.cross(np.linalg.solve(inertia, missing), r)
 
 
 def _add_object(b, o: dict, **kw) -> int:

@@ -176,15 +176,14 @@ def particle_push(p: dict, path: str) -> dict:
     """The keys of a push on a soft or cloth object: a force ``vector`` [N] (total,
     spread evenly) and optionally a couple ``torque`` [N m] on the vertices of
     ``region`` (a face of the object's bounding box, or "all"), held over ``frames``."""
-    for key in ("point", "frame", "start", "duration"):
-        if key in p:
-            raise SceneFileError(f"{path}.{key}: a push on a soft or cloth object is a force "
-                                 "on a region of its vertices (region, vector, torque, "
-                                 "frames); point, frame, start and duration are for rigid "
-                                 "bodies")
     if p["kind"] != "force":
         raise err(f"{path}.kind", "\"force\" for a soft or cloth object (held over frames)",
                   p["kind"])
+    for key in ("point", "frame"):
+        if key in p:
+            raise SceneFileError(f"{path}.{key}: a push on a soft or cloth object is a force "
+                                 "on a region of its vertices (region, vector, torque, "
+                                 "frames); point and frame are for rigid bodies")
     out = dict(region=string(p.get("region", "all"), f"{path}.region", ("all", *REGIONS)))
     if "torque" in p:
         out["torque"] = vector(p["torque"], f"{path}.torque", 3)
