@@ -575,7 +575,7 @@ class FileScene(Scene):
                     if o["shading"] == "normals" else dict(color=o["color"]))
             parts.append(RenderPart(Mesh(m.faces, smooth=False, **look), output="rigid",
                                     vertex_ids=m.rows))
-        rest = self.sim.get_param("initial_position")
+        rest = self.sim.get_param("initial_position") if self._particles else None
         soft = [o for o in objects if o["kind"] == "soft"]
         for o, (offset, tris) in zip(soft, getattr(model, "soft_surfaces", [])):
             ids = offset + np.arange(tris.max() + 1)
