@@ -75,12 +75,21 @@ optional take the value shown)::
     # or mesh = "solid.msh"   # a tetrahedral mesh meshio reads (.msh, .vtu, ...), scale
     position = [0.6, 0.3, 0.0]             # of the mesh origin (the ball's centre)
     orientation = [1.0, 0.0, 0.0, 0.0]     # optional
-    velocity = [0.0, 0.0, 0.0]             # optional
+    velocity = [0.0, 0.0, 0.0]             # optional (or a per-particle unknown: below)
+    angular_velocity = [0.0, 0.0, 0.0]     # optional: spin about the mean of the vertices
     color = [0.2, 0.45, 0.8]               # optional
-    density = 150.0           # optional, 1000.0 [kg/m^3]
+    ramp = 0.0                # optional: colour ramp over the rest shape (0: uniform;
+                              # 0.3: rotation and in-plane motion show)
+    density = 150.0           # optional, 1000.0 [kg/m^3]; or an unknown (named density),
+                              # or { unknown = "per_particle", guess_low = 75.0,
+                              # guess_high = 300.0, true = 150.0 }: every particle's mass
+                              # unknown (named mass; guesses a uniform density times each
+                              # particle's volume; coarse basis: the uniform density)
     mu = 15000.0              # Lame parameters [Pa]: numbers, or unknown tables (then
     lambda = 23000.0          # named mu, lambda; only with a single soft object)
     damping = 0.0             # optional: strain-rate viscosity [Pa s]
+    pinned = ["min_x"]        # optional: held faces of the bounding box (mesh frame):
+                              # min_x, max_x, min_y, max_y, min_z, max_z
 
     [[objects]]               # a cloth: a rectangular grid of triangles
     kind = "cloth"
@@ -88,8 +97,15 @@ optional take the value shown)::
     resolution = [8, 8]       # optional: cells (two triangles each)
     plane = "xz"              # optional: "xz" (flat, normal +y) or "xy" (standing)
     position = [-0.25, 0.8, -0.25]         # of the grid's corner (0, 0)
-    velocity = [0.0, 0.0, 0.0]             # optional
+    velocity = [0.0, 0.0, 0.0]             # optional; or (soft objects too) a per-particle
+    # unknown { unknown = "per_particle", guess_low = -1.0, guess_high = 1.0, true =
+    # [0.6, 0.8, -0.3] } (named velocity; guesses one velocity shared by all particles;
+    # coarse basis: the affine velocity fields; the truth adds angular_velocity's spin)
+    angular_velocity = [0.0, 2.0, 0.0]     # optional, as for soft objects
     color = [0.75, 0.6, 0.3]               # optional
+    ramp = 0.0                # optional, as for soft objects
+    lift = 0.5                # optional: aerodynamic lift and drag coefficients (either
+    drag = 1.0                # turns aerodynamics on)
     density = 0.1             # optional: area density [kg/m^2]
     pinned = []               # optional: corners, top_corners, bottom_corners, top,
                               # bottom, left, right, top_left, top_right, bottom_left,
@@ -97,7 +113,6 @@ optional take the value shown)::
     tri_ke = 100.0            # optional stretch, area stiffness [N/m] and damping; edge_ke,
     tri_ka = 100.0            # edge_kd bending: numbers or unknowns (one cloth); absent:
                               # the builder's stable defaults
-    # pushes act on rigid objects only
 
     [shapes]                  # optional: named alternatives to objects[0]'s shape keys,
     cone = { shape = "cone", radius = 0.2, height = 0.4 }   # chosen with --shape NAME
@@ -111,23 +126,35 @@ optional take the value shown)::
     start = 0.0               # optional (none: at the centre of mass); frame =
     duration = 0.016666666666666666  # "world" (optional) or "body"
 
+    [[pushes]]                # on a soft or cloth object: a force on a region of it
+    object = 0
+    kind = "force"            # held over frames = [first, stop) (optional: every frame)
+    region = "max_x"          # optional: a face of its bounding box (as pinned) or "all"
+    vector = [0.0, 60.0, 0.0] # total force [N], spread evenly over the region's vertices
+    torque = [1.0, 0.0, 0.0]  # optional: a couple [N m] (zero total force) on the region
+    frames = [0, 3]
+
     [estimate]                # optional: the optimiser's defaults for this scene
     optimizer = "lbfgs"       # adam, lbfgs, adam+lbfgs or lm
     iters = 12
     lr = 1.0
     blur = 0.0                # pixels
     warmup = [0, 0]           # (iterations, last frame) fitted first, or a list of them
+    warmup_from = "start"     # or "contact": last frames counted from the frame a vertex
+                              # first reaches the ground in free flight
+    coarse_iters = 0          # first iterations within the per-particle unknowns' bases
 
 Unknowns become the scene's parameters: ``mass`` (one object) or ``mass_<index>``
 (several), ``contact_ke``, ``contact_kd``, ``contact_kf``, ``contact_mu``, a soft
-object's ``mu`` and ``lambda``, and a cloth's ``tri_ke``, ``tri_ka``, ``tri_kd``,
-``edge_ke``, ``edge_kd``.
+object's ``mu``, ``lambda`` and ``density`` (or per particle: ``mass``), a cloth's
+``tri_ke``, ``tri_ka``, ``tri_kd``, ``edge_ke``, ``edge_kd``, and a soft or cloth
+object's per-particle ``velocity``.
 An unknown without ``true`` is built at the geometric mean of its guesses; estimating
 it needs a target video.
 
-Presets that are scene files (:class:`FilePreset`: ``rigid-mass``, ``rigid-contact``)
-ship in ``gradsim_taichi/scenes/files/`` as package data; ``make_scene(name, shape=...)``
-loads one with that ``[shapes]`` variant.
+The estimation presets are scene files (:class:`FilePreset`) shipped in
+``gradsim_taichi/scenes/files/`` as package data; ``make_scene(name, shape=...)`` loads
+one with that ``[shapes]`` variant.
 """
 
 from __future__ import annotations
