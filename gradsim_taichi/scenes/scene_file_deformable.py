@@ -113,10 +113,7 @@ def soft(o: dict, path: str, base_dir: Path) -> dict:
                    o["orientation"])
     obj.update(_motion(o, path))
     obj.update(_look(o, path, [0.2, 0.45, 0.8]))
-    density = o.get("density", 1000.0)
-    obj["density"] = (per_particle(density, f"{path}.density", "mass")
-                      if _is_per_particle(density)
-                      else value_or_unknown(density, f"{path}.density"))
+    obj["density"] = _value(o.get("density", 1000.0), f"{path}.density", "mass")
     pins = o.get("pinned", [])
     if not isinstance(pins, list) or not all(isinstance(p, str) and p in REGIONS
                                              for p in pins):
@@ -134,9 +131,8 @@ def soft(o: dict, path: str, base_dir: Path) -> dict:
 def _motion(o: dict, path: str) -> dict:
     """A deformable object's initial velocity (a vector, or a per-particle unknown) and
     angular velocity (about the mean of its vertices, world frame)."""
-    v = o.get("velocity", [0.0, 0.0, 0.0])
-    return dict(velocity=(per_particle(v, f"{path}.velocity", "vector")
-                          if _is_per_particle(v) else vector(v, f"{path}.velocity", 3)),
+    return dict(velocity=_value(o.get("velocity", [0.0, 0.0, 0.0]), f"{path}.velocity",
+                                "vector"),
                 angular_velocity=vector(o.get("angular_velocity", [0.0, 0.0, 0.0]),
                                         f"{path}.angular_velocity", 3))
 
@@ -147,8 +143,16 @@ def _look(o: dict, path: str, color: list) -> dict:
                 ramp=number(o.get("ramp", 0.0), f"{path}.ramp", low=0))
 
 
-def _is_per_particle(value) -> bool:
-    return isinstance(value, dict) and value.get("unknown") == PER_PARTICLE
+def _value(value, path: str, what: str):
+    """A density (``what = "mass"``: a number, an unknown or a per-particle unknown) or a
+    velocity (``"vector"``: a list of 3 numbers or a per-particle unknown), checked."""
+    scalar = what == "mass"
+    if isinstance(value, dict) and (value.get("unknown") is not True or not scalar):
+        if value.get("unknown") != PER_PARTICLE:
+            raise err(f"{path}.unknown", f"{'true or ' if scalar else ''}\"{PER_PARTICLE}\" "
+                      "(one unknown per particle)", value.get("unknown"))
+        return per_particle(value, path, what)
+    return value_or_unknown(value, path) if scalar else vector(value, path, 3)
 
 
 def per_particle(value: dict, path: str, what: str) -> dict:
