@@ -194,6 +194,11 @@ def test_cli_shows_and_estimates_the_soft_presets(tmp_path, capsys):
     for name in REFERENCES:
         assert main(["scene", "show", name]) == 0
         assert capsys.readouterr().out == SCENES[name].text()
+    path = tmp_path / "beam.toml"
+    path.write_text(SCENES["fem-beam"].text())
+    assert main(["scene", "check", str(path)]) == 0
+    assert ("pushes[0]: force [0.0, 60.0, 0.0], torque [1.0, 0.0, 0.0] on region max_x of "
+            "objects[0]") in capsys.readouterr().out
     out = tmp_path / "beam"
     assert main(["estimate", "fem-beam", "--iters", "1", "--out", str(out), "--arch", "cpu",
                  "--frames", "4", "--resolution", "16", "--quiet"]) == 0

@@ -77,7 +77,10 @@ def cmd_scene_check(args) -> int:
         mass = o.get("mass", f"density {o.get('density')}")
         print(f"  objects[{i}]: {o['kind']} {what}, mass {_show(mass)}")
     for i, p in enumerate(spec["pushes"]):
-        print(f"  pushes[{i}]: {p['kind']} {p['vector']} on objects[{p['object']}]")
+        where = f"region {p['region']} of " if "region" in p else ""
+        couple = f", torque {p['torque']}" if "torque" in p else ""
+        print(f"  pushes[{i}]: {p['kind']} {p['vector']}{couple} on {where}"
+              f"objects[{p['object']}]")
     if not scene.params:
         print("unknowns: none (make a value a table {unknown = true, ...} to estimate it)")
     for name, p in scene.params.items():

@@ -127,7 +127,7 @@ optional take the value shown)::
     duration = 0.016666666666666666  # "world" (optional) or "body"
 
     [[pushes]]                # on a soft or cloth object: a force on a region of it
-    object = 0
+    object = 1
     kind = "force"            # held over frames = [first, stop) (optional: every frame)
     region = "max_x"          # optional: a face of its bounding box (as pinned) or "all"
     vector = [0.0, 60.0, 0.0] # total force [N], spread evenly over the region's vertices
