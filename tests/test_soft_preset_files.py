@@ -137,7 +137,7 @@ def test_the_beam_push_has_the_stated_force_and_couple():
 
 
 def test_a_couple_on_any_region_has_zero_sum_and_the_given_moment():
-    from gradsim_taichi.scenes.scene_file import couple
+    from gradsim_taichi.scenes.scene_file_deformable import couple
 
     x = np.random.default_rng(0).random((7, 3))
     torque = np.array([0.3, -0.2, 0.5])

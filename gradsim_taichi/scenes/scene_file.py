@@ -176,7 +176,7 @@ from gradsim_taichi.scenes.base import (
     ground_part,
     ramp_look,
 )
-from gradsim_taichi.scenes.scene_file_deformable import region_mask
+from gradsim_taichi.scenes.scene_file_deformable import add_soft, couple, region_mask
 from gradsim_taichi.scenes.scene_file_schema import (  # noqa: F401 (re-exported)
     CLOTH_DOCS,
     CONTACT_DEFAULTS,
@@ -512,7 +512,7 @@ class FileScene(Scene):
             density = value["density"]
             if _per_particle(density):  # the masses are built from this density
                 density = density.get("true", _geomean(density))
-            ids, self._regions[i] = _add_soft(b, o, value["mu"], value["lambda"], density)
+            ids, self._regions[i] = add_soft(b, o, value["mu"], value["lambda"], density)
             if _per_particle(o["density"]):
                 self._volumes[i] = b.particle_masses(ids) / density
                 if truth["mass"] is not None:  # set_truth, or the last build's
@@ -655,50 +655,6 @@ def normal_face_colors(v, faces, base) -> np.ndarray:
 
 def _name_of(masses: dict, index: int):
     return next((n for n, i in masses.items() if i == index), None)
-
-
-def _add_soft(b, o: dict, mu: float, lam: float, density: float) -> tuple:
-    """Add one checked soft (FEM) object to the builder ``b`` (its ``pinned`` faces held);
-    its particle indices and mesh-frame vertices."""
-    from gradsim_taichi import meshes
-
-    if o.get("shape") == "box":
-        v, t = meshes.tet_box(size=o["extents"], resolution=tuple(o["resolution"]))
-    elif o.get("shape") == "ball":
-        v, t = meshes.tet_ball(radius=o["radius"], subdivisions=o["subdivisions"])
-    else:
-        v, t = read_tet_mesh(o["mesh"])
-    pinned = np.zeros(len(v), dtype=bool)
-    for region in o["pinned"]:
-        pinned |= region_mask(v, region)
-    ids = b.add_soft_mesh(v, t, density=density, mu=mu, lam=lam, damping=o["damping"],
-                          origin=o["position"], orientation=o["orientation"],
-                          scale=o.get("scale", 1.0), pinned=pinned)
-    return ids, v
-
-
-def couple(x, torque) -> np.ndarray:
-    """Forces ``[N, 3]`` on the points ``x`` with zero sum and moment ``torque`` (about
-    any point): the torque's size ``T`` spread across the points' offsets ``r_i`` from
-    their centre, perpendicular to its axis ``a``: ``f_i = a x r_i T / sum |r_i|^2``
-    (exact for points flat across the axis, as a box face and its normal), plus the
-    smallest couple (least squares) of any moment that misses. A ValueError when the
-    points lie on one line and a correction is needed (a torque along it has no couple)."""
-    torque = np.asarray(torque, dtype=np.float64)
-    r = np.asarray(x, dtype=np.float64) - np.mean(x, axis=0)
-    size = np.linalg.norm(torque)
-    if size == 0:
-        return np.zeros_like(r)
-    axis = torque / size
-    across = r - np.outer(r @ axis, axis)
-    f = np.cross(axis, across) * size / max((across ** 2).sum(), 1e-300)
-    missing = torque - np.cross(r, f).sum(axis=0)
-    if np.linalg.norm(missing) <= 1e-9 * size:
-        return f
-    inertia = (r ** 2).sum() * np.eye(3) - r.T @ r  # of unit masses: sum r x (w x r) = J w
-    if np.linalg.matrix_rank(inertia) < 3:
-        raise ValueError("a torque needs a region of vertices not all on one line")
-    return f + np.cross(np.linalg.solve(inertia, missing), r)
 
 
 def _add_object(b, o: dict, **kw) -> int:

@@ -1,6 +1,7 @@
 """The scene files' deformable objects: ``kind = "soft"`` (FEM solids) and
-``kind = "cloth"`` (a grid), their defaults and checks (see
-:mod:`gradsim_taichi.scenes.scene_file` for the schema)."""
+``kind = "cloth"`` (a grid), their defaults and checks, their regions and the forces on
+them, and the building of a soft object (see :mod:`gradsim_taichi.scenes.scene_file`
+for the schema)."""
 
 from __future__ import annotations
 
@@ -203,6 +204,50 @@ def region_mask(vertices, region: str) -> np.ndarray:
     axis = "xyz".index(region[-1])
     end = v[:, axis].min() if region.startswith("min") else v[:, axis].max()
     return np.abs(v[:, axis] - end) <= 1e-6 * max(np.ptp(v, axis=0).max(), 1e-12)
+
+
+def add_soft(b, o: dict, mu: float, lam: float, density: float) -> tuple:
+    """Add one checked soft (FEM) object to the builder ``b`` (its ``pinned`` faces held);
+    its particle indices and mesh-frame vertices."""
+    from gradsim_taichi import meshes
+
+    if o.get("shape") == "box":
+        v, t = meshes.tet_box(size=o["extents"], resolution=tuple(o["resolution"]))
+    elif o.get("shape") == "ball":
+        v, t = meshes.tet_ball(radius=o["radius"], subdivisions=o["subdivisions"])
+    else:
+        v, t = read_tet_mesh(o["mesh"])
+    pinned = np.zeros(len(v), dtype=bool)
+    for region in o["pinned"]:
+        pinned |= region_mask(v, region)
+    ids = b.add_soft_mesh(v, t, density=density, mu=mu, lam=lam, damping=o["damping"],
+                          origin=o["position"], orientation=o["orientation"],
+                          scale=o.get("scale", 1.0), pinned=pinned)
+    return ids, v
+
+
+def couple(x, torque) -> np.ndarray:
+    """Forces ``[N, 3]`` on the points ``x`` with zero sum and moment ``torque`` (about
+    any point): the torque's size ``T`` spread across the points' offsets ``r_i`` from
+    their centre, perpendicular to its axis ``a``: ``f_i = a x r_i T / sum |r_i|^2``
+    (exact for points flat across the axis, as a box face and its normal), plus the
+    smallest couple (least squares) of any moment that misses. A ValueError when the
+    points lie on one line and a correction is needed (a torque along it has no couple)."""
+    torque = np.asarray(torque, dtype=np.float64)
+    r = np.asarray(x, dtype=np.float64) - np.mean(x, axis=0)
+    size = np.linalg.norm(torque)
+    if size == 0:
+        return np.zeros_like(r)
+    axis = torque / size
+    across = r - np.outer(r @ axis, axis)
+    f = np.cross(axis, across) * size / max((across ** 2).sum(), 1e-300)
+    missing = torque - np.cross(r, f).sum(axis=0)
+    if np.linalg.norm(missing) <= 1e-9 * size:
+        return f
+    inertia = (r ** 2).sum() * np.eye(3) - r.T @ r  # of unit masses: sum r x (w x r) = J w
+    if np.linalg.matrix_rank(inertia) < 3:
+        raise ValueError("a torque needs a region of vertices not all on one line")
+    return f + np.cross(np.linalg.solve(inertia, missing), r)
 
 
 def read_tet_mesh(file):
