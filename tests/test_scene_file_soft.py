@@ -154,11 +154,11 @@ def test_soft_errors_name_the_key(tmp_path, old, new, words):
         assert w in str(info.value)
 
 
-def test_pushes_on_soft_objects_and_several_unknown_soft_are_refused():
+def test_impulses_on_soft_objects_and_several_unknown_soft_are_refused():
     push = ('\n[[pushes]]\nobject = 0\nkind = "impulse"\nvector = [1.0, 0.0, 0.0]\n'
             'duration = 0.1\n')
-    with pytest.raises(SceneFileError, match=r"pushes\[0\].object: expected the index of a "
-                                             r"rigid object"):
+    with pytest.raises(SceneFileError, match=r"pushes\[0\].kind: expected \"force\" for a "
+                                             r"soft or cloth object"):
         scene_from_toml(SOFT + push)
     second = SOFT[SOFT.index("[[objects]]"):].replace("-0.1, 0.25", "0.3, 0.25")
     with pytest.raises(SceneFileError, match=r"objects\[0\].mu: an unknown mu needs a "
@@ -259,3 +259,119 @@ def test_cli_scene_check_lists_a_cloth(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "objects[0]: cloth 0.5 x 0.5 m, 4x4 cells, density 1 kg/m^2" in out
     assert "unknown tri_ke: guesses 100..400, true 200" in out
+
+
+# ---- the keys the soft presets brought (fem-beam, fem-ball, cloth-velocity) --------------
+PUSHED = SOFT.replace("density = 150.0", 'density = { unknown = "per_particle", guess_low = '
+                      '75.0, guess_high = 300.0, true = 150.0 }\npinned = ["min_x"]\nramp = 0.3\n'
+                      "angular_velocity = [0.0, 1.0, 0.0]") + """
+[estimate]
+coarse_iters = 2
+warmup = [[2, 1], [2, 3]]
+warmup_from = "contact"
+
+[[pushes]]
+object = 0
+kind = "force"
+region = "max_y"
+vector = [0.0, 1.0, 0.0]
+torque = [0.0, 0.1, 0.0]
+frames = [0, 2]
+"""
+AERO = CLOTH.replace("velocity = [0.3, 0.5, 0.0]",
+                     'velocity = { unknown = "per_particle", guess_low = -1.0, guess_high = 1.0, '
+                     "true = [0.3, 0.5, 0.0] }\nangular_velocity = [0.0, 2.0, 0.0]\nramp = 0.3\n"
+                     "lift = 0.5\ndrag = 1.0")
+
+
+@pytest.mark.parametrize("text, old, new, words", [
+    (PUSHED, 'pinned = ["min_x"]', 'pinned = ["left"]',
+     ["objects[0].pinned: expected a list of faces from min_x, max_x"]),
+    (PUSHED, "ramp = 0.3", "ramp = -0.3", ["objects[0].ramp: expected a number >= 0"]),
+    (PUSHED, "angular_velocity = [0.0, 1.0, 0.0]", "angular_velocity = [1.0, 0.0]",
+     ["objects[0].angular_velocity: expected a list of 3 numbers"]),
+    (PUSHED, "guess_low = 75.0", "guess_low = 0.0",
+     ["objects[0].density.guess_low: expected a number > 0"]),
+    (PUSHED, "true = 150.0", "true = [150.0]", ["objects[0].density.true: expected a number"]),
+    (PUSHED, 'unknown = "per_particle"', 'unknown = "per_tet"',
+     ["objects[0].density.unknown: expected true or \"per_particle\"", "'per_tet'"]),
+    (AERO, 'unknown = "per_particle"', "unknown = true",
+     ["objects[0].velocity.unknown: expected \"per_particle\" (one unknown per particle)"]),
+    (AERO, "true = [0.3, 0.5, 0.0]", "true = 0.3",
+     ["objects[0].velocity.true: expected a list of 3 numbers"]),
+    (AERO, "guess_high = 1.0", "guess_high = -2.0",
+     ["objects[0].velocity.guess_high: expected a number > guess_low (-1.0)"]),
+    (AERO, "lift = 0.5", "lift = -0.5", ["objects[0].lift: expected a number >= 0"]),
+    (AERO, "drag = 1.0", 'drag = "strong"', ["objects[0].drag: expected a number"]),
+    (AERO, "ramp = 0.3", 'ramp = "yes"', ["objects[0].ramp: expected a number"]),
+    (PUSHED, 'region = "max_y"', 'region = "top"',
+     ["pushes[0].region: expected one of all, min_x, max_x"]),
+    (PUSHED, "torque = [0.0, 0.1, 0.0]", "torque = 0.1",
+     ["pushes[0].torque: expected a list of 3 numbers"]),
+    (PUSHED, 'region = "max_y"', "point = [0.0, 0.0, 0.0]",
+     ["pushes[0].point: a push on a soft or cloth object is a force on a region"]),
+    (PUSHED, "coarse_iters = 2", "coarse_iters = -1",
+     ["estimate.coarse_iters: expected an integer >= 0"]),
+    (PUSHED, 'warmup_from = "contact"', 'warmup_from = "end"',
+     ["estimate.warmup_from: expected one of start, contact"]),
+])
+def test_the_soft_presets_keys_name_their_errors(text, old, new, words):
+    assert old in text
+    scene_from_toml(text)  # the file as written is fine
+    with pytest.raises(SceneFileError) as info:
+        scene_from_toml(text.replace(old, new))
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_region_and_torque_push_deformable_objects_and_per_particle_needs_one():
+    rigid = ('\n[[objects]]\nkind = "rigid"\nshape = "box"\nextents = [0.1, 0.1, 0.1]\n'
+             "position = [0.5, 0.3, 0.0]\nmass = 1.0\n")
+    push = ('\n[[pushes]]\nobject = 1\nkind = "force"\nregion = "max_y"\n'
+            "vector = [0.0, 1.0, 0.0]\n")
+    with pytest.raises(SceneFileError, match=r"pushes\[0\].region: for a push on a soft or "
+                                             "cloth object"):
+        scene_from_toml(SOFT + rigid + push)
+    known = SOFT.replace("mu = { unknown = true, guess_low = 8000.0, guess_high = 30000.0, "
+                         "true = 15000.0 }", "mu = 15000.0")
+    second = known[known.index("[[objects]]"):].replace("-0.1, 0.25", "0.3, 0.25")
+    per_particle = 'density = { unknown = "per_particle", guess_low = 75.0, guess_high = 300.0 }'
+    with pytest.raises(SceneFileError, match=r"objects\[0\].density: an unknown density "
+                                             r"needs a single soft object"):
+        scene_from_toml(known.replace("density = 150.0", per_particle)
+                        + second.replace("density = 150.0", per_particle))
+    moving = ('velocity = { unknown = "per_particle", guess_low = -1.0, guess_high = 1.0 }')
+    cloth = CLOTH[CLOTH.index("[[objects]]"):].replace("velocity = [0.3, 0.5, 0.0]", moving)
+    with pytest.raises(SceneFileError, match=r"objects\[0\].velocity: an unknown velocity "
+                                             r"needs a single soft or cloth object"):
+        scene_from_toml(known.replace("velocity = [0.8, -0.5, 0.0]", moving) + cloth)
+
+
+def test_a_per_particle_unknown_builds_its_spec_and_the_spin():
+    scene = scene_from_toml(PUSHED)
+    spec = scene.params["mass"]
+    assert (spec.sim_name, spec.shape, spec.draw_shape, spec.low, spec.high) == (
+        "mass", (-1,), (), 75.0, 300.0)
+    b = scene.build_model()
+    ids = scene._particles[0]
+    x, v = b.particle_positions(ids), b.particle_velocities(ids)
+    r = x - x.mean(axis=0)
+    np.testing.assert_array_equal(v, np.asarray([0.8, -0.5, 0.0]) + np.cross([0.0, 1.0, 0.0], r))
+    derived = scene.derived_params(b)["mass"]
+    np.testing.assert_allclose(derived["draw_pattern"] * 150.0, b.particle_masses(ids),
+                               rtol=1e-15)
+    pinned = b.particle_pinned(ids)
+    assert pinned.any() and np.allclose(x[pinned, 0], x[:, 0].min())
+    # the first contact of the thrown ball, from free flight: lowest vertex 0.1 m up
+    t = (-0.5 + np.sqrt(0.25 + 2 * 9.8 * (x[:, 1].min()))) / 9.8 * 60
+    assert abs(scene.first_contact_frame() - t) < 1e-9
+    assert scene.warmup == ((2, int(t) + 1), (2, int(t) + 3)) and scene.coarse_iters == 2
+
+
+def test_a_torque_on_a_line_of_vertices_is_an_error_naming_the_push():
+    push = ('\n[[pushes]]\nobject = 0\nkind = "force"\nregion = "min_x"\n'
+            "vector = [0.0, 0.0, 0.0]\ntorque = [0.0, 0.0, 1.0]\n")
+    scene = scene_from_toml(CLOTH + push)  # min_x of a flat cloth: one line along z
+    with pytest.raises(SceneFileError, match=r"pushes\[0\].torque: a torque needs a region "
+                                             "of vertices not all on one line"):
+        scene.build()

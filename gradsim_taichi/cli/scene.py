@@ -18,8 +18,7 @@ def add_scene_parser(sub, help_line: str) -> None:
                               description="Print a preset's scene file (TOML) on "
                                           "standard output: the shipped file as written, "
                                           "or with --shape/--frames/--resolution the "
-                                          "scene so changed; only the rigid presets are "
-                                          "scene files so far.")
+                                          "scene so changed.")
     show.add_argument("preset", help=f"one of: {', '.join(SCENES)}")
     show.add_argument("--shape", default=None,
                       help="the body's shape, for presets that have one (rigid-mass, "
@@ -72,16 +71,22 @@ def cmd_scene_check(args) -> int:
             continue
         what = o.get("shape") or o["mesh"]
         if o["kind"] == "soft":
-            print(f"  objects[{i}]: soft {what}, density {o['density']:g}, mu "
+            print(f"  objects[{i}]: soft {what}, density {_show(o['density'])}, mu "
                   f"{_show(o['mu'])}, lambda {_show(o['lambda'])}")
             continue
         mass = o.get("mass", f"density {o.get('density')}")
         print(f"  objects[{i}]: {o['kind']} {what}, mass {_show(mass)}")
     for i, p in enumerate(spec["pushes"]):
-        print(f"  pushes[{i}]: {p['kind']} {p['vector']} on objects[{p['object']}]")
+        where = f"region {p['region']} of " if "region" in p else ""
+        couple = f", torque {p['torque']}" if "torque" in p else ""
+        print(f"  pushes[{i}]: {p['kind']} {p['vector']}{couple} on {where}"
+              f"objects[{p['object']}]")
     if not scene.params:
         print("unknowns: none (make a value a table {unknown = true, ...} to estimate it)")
     for name, p in scene.params.items():
+        if p.shape != ():  # per particle: the guesses are a density or a velocity
+            print(f"unknown {name}: one per particle, guesses {p.low:g}..{p.high:g}")
+            continue
         true = f", true {p.true:g}" if scene.truth_given[name] else ""
         print(f"unknown {name}: guesses {p.low:g}..{p.high:g}{true}")
     return 0
@@ -89,7 +94,8 @@ def cmd_scene_check(args) -> int:
 
 def _show(value) -> str:
     if isinstance(value, dict):
-        return f"unknown ({value['guess_low']:g}..{value['guess_high']:g})"
+        each = " per particle" if value["unknown"] != True else ""  # noqa: E712
+        return f"unknown{each} ({value['guess_low']:g}..{value['guess_high']:g})"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 

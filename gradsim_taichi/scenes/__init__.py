@@ -1,9 +1,8 @@
 """Presets: the paper's estimation experiments, the control tasks and the spring net.
 
 ``make_scene(name, **overrides)`` builds an estimation preset (``SCENES`` maps names to
-Scene classes, or to ``FilePreset``s for the presets that are shipped scene files:
-``rigid-mass``, ``rigid-contact``; ``make_preset`` with the command line's size
-overrides checked),
+``FilePreset``s: every estimation preset is a shipped scene file; a Scene class can
+register too; ``make_preset`` with the command line's size overrides checked),
 ``make_task(name, **overrides)`` a control task (``TASKS``). Each preset is
 built only through the public :class:`~gradsim_taichi.builder.ModelBuilder` API.
 """

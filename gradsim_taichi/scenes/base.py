@@ -347,10 +347,16 @@ def soft_parts(model, color, rest=None, ramp=0.0) -> list[RenderPart]:
     parts = []
     for offset, tris in model.soft_surfaces:
         ids = offset + np.arange(tris.max() + 1)
-        look = (dict(vertex_colors=ramp_colors(rest[ids], color, ramp)) if ramp > 0
-                else dict(color=color))
+        look = ramp_look(None if rest is None else rest[ids], color, ramp)
         parts.append(RenderPart(Mesh(tris, **look), output="particles", vertex_ids=ids))
     return parts
+
+
+def ramp_look(rest, color, ramp: float) -> dict:
+    """Mesh keywords of a body's appearance: per-vertex :func:`ramp_colors` over its
+    ``rest`` positions with strength ``ramp`` > 0, else the uniform ``color``."""
+    return (dict(vertex_colors=ramp_colors(rest, color, ramp)) if ramp > 0
+            else dict(color=color))
 
 
 def affine_basis(rest: np.ndarray) -> np.ndarray:

@@ -75,12 +75,21 @@ optional take the value shown)::
     # or mesh = "solid.msh"   # a tetrahedral mesh meshio reads (.msh, .vtu, ...), scale
     position = [0.6, 0.3, 0.0]             # of the mesh origin (the ball's centre)
     orientation = [1.0, 0.0, 0.0, 0.0]     # optional
-    velocity = [0.0, 0.0, 0.0]             # optional
+    velocity = [0.0, 0.0, 0.0]             # optional (or a per-particle unknown: below)
+    angular_velocity = [0.0, 0.0, 0.0]     # optional: spin about the mean of the vertices
     color = [0.2, 0.45, 0.8]               # optional
-    density = 150.0           # optional, 1000.0 [kg/m^3]
+    ramp = 0.0                # optional: colour ramp over the rest shape (0: uniform;
+                              # 0.3: rotation and in-plane motion show)
+    density = 150.0           # optional, 1000.0 [kg/m^3]; or an unknown (named density),
+                              # or { unknown = "per_particle", guess_low = 75.0,
+                              # guess_high = 300.0, true = 150.0 }: every particle's mass
+                              # unknown (named mass; guesses a uniform density times each
+                              # particle's volume; coarse basis: the uniform density)
     mu = 15000.0              # Lame parameters [Pa]: numbers, or unknown tables (then
     lambda = 23000.0          # named mu, lambda; only with a single soft object)
     damping = 0.0             # optional: strain-rate viscosity [Pa s]
+    pinned = ["min_x"]        # optional: held faces of the bounding box (mesh frame):
+                              # min_x, max_x, min_y, max_y, min_z, max_z
 
     [[objects]]               # a cloth: a rectangular grid of triangles
     kind = "cloth"
@@ -88,8 +97,15 @@ optional take the value shown)::
     resolution = [8, 8]       # optional: cells (two triangles each)
     plane = "xz"              # optional: "xz" (flat, normal +y) or "xy" (standing)
     position = [-0.25, 0.8, -0.25]         # of the grid's corner (0, 0)
-    velocity = [0.0, 0.0, 0.0]             # optional
+    velocity = [0.0, 0.0, 0.0]             # optional; or (soft objects too) a per-particle
+    # unknown { unknown = "per_particle", guess_low = -1.0, guess_high = 1.0, true =
+    # [0.6, 0.8, -0.3] } (named velocity; guesses one velocity shared by all particles;
+    # coarse basis: the affine velocity fields; the truth adds angular_velocity's spin)
+    angular_velocity = [0.0, 2.0, 0.0]     # optional, as for soft objects
     color = [0.75, 0.6, 0.3]               # optional
+    ramp = 0.0                # optional, as for soft objects
+    lift = 0.5                # optional: aerodynamic lift and drag coefficients (either
+    drag = 1.0                # turns aerodynamics on)
     density = 0.1             # optional: area density [kg/m^2]
     pinned = []               # optional: corners, top_corners, bottom_corners, top,
                               # bottom, left, right, top_left, top_right, bottom_left,
@@ -97,7 +113,6 @@ optional take the value shown)::
     tri_ke = 100.0            # optional stretch, area stiffness [N/m] and damping; edge_ke,
     tri_ka = 100.0            # edge_kd bending: numbers or unknowns (one cloth); absent:
                               # the builder's stable defaults
-    # pushes act on rigid objects only
 
     [shapes]                  # optional: named alternatives to objects[0]'s shape keys,
     cone = { shape = "cone", radius = 0.2, height = 0.4 }   # chosen with --shape NAME
@@ -111,23 +126,35 @@ optional take the value shown)::
     start = 0.0               # optional (none: at the centre of mass); frame =
     duration = 0.016666666666666666  # "world" (optional) or "body"
 
+    [[pushes]]                # on a soft or cloth object: a force on a region of it
+    object = 1
+    kind = "force"            # held over frames = [first, stop) (optional: every frame)
+    region = "max_x"          # optional: a face of its bounding box (as pinned) or "all"
+    vector = [0.0, 60.0, 0.0] # total force [N], spread evenly over the region's vertices
+    torque = [1.0, 0.0, 0.0]  # optional: a couple [N m] (zero total force) on the region
+    frames = [0, 3]
+
     [estimate]                # optional: the optimiser's defaults for this scene
     optimizer = "lbfgs"       # adam, lbfgs, adam+lbfgs or lm
     iters = 12
     lr = 1.0
     blur = 0.0                # pixels
     warmup = [0, 0]           # (iterations, last frame) fitted first, or a list of them
+    warmup_from = "start"     # or "contact": last frames counted from the frame a vertex
+                              # first reaches the ground in free flight
+    coarse_iters = 0          # first iterations within the per-particle unknowns' bases
 
 Unknowns become the scene's parameters: ``mass`` (one object) or ``mass_<index>``
 (several), ``contact_ke``, ``contact_kd``, ``contact_kf``, ``contact_mu``, a soft
-object's ``mu`` and ``lambda``, and a cloth's ``tri_ke``, ``tri_ka``, ``tri_kd``,
-``edge_ke``, ``edge_kd``.
+object's ``mu``, ``lambda`` and ``density`` (or per particle: ``mass``), a cloth's
+``tri_ke``, ``tri_ka``, ``tri_kd``, ``edge_ke``, ``edge_kd``, and a soft or cloth
+object's per-particle ``velocity``.
 An unknown without ``true`` is built at the geometric mean of its guesses; estimating
 it needs a target video.
 
-Presets that are scene files (:class:`FilePreset`: ``rigid-mass``, ``rigid-contact``)
-ship in ``gradsim_taichi/scenes/files/`` as package data; ``make_scene(name, shape=...)``
-loads one with that ``[shapes]`` variant.
+The estimation presets are scene files (:class:`FilePreset`) shipped in
+``gradsim_taichi/scenes/files/`` as package data; ``make_scene(name, shape=...)`` loads
+one with that ``[shapes]`` variant.
 """
 
 from __future__ import annotations
@@ -141,12 +168,21 @@ import torch
 
 from gradsim_taichi import runtime
 from gradsim_taichi.render import Camera, Mesh
-from gradsim_taichi.scenes.base import ParamSpec, RenderPart, Scene, ground_part
+from gradsim_taichi.scenes.base import (
+    ParamSpec,
+    RenderPart,
+    Scene,
+    affine_basis,
+    ground_part,
+    ramp_look,
+)
+from gradsim_taichi.scenes.scene_file_deformable import add_soft, couple, region_mask
 from gradsim_taichi.scenes.scene_file_schema import (  # noqa: F401 (re-exported)
     CLOTH_DOCS,
     CONTACT_DEFAULTS,
     CONTACT_DOCS,
     OPTIMIZERS,
+    PER_PARTICLE,
     SOFT_DOCS,
     STAGE_DEFAULTS,
     SceneFileError,
@@ -215,6 +251,17 @@ def _geomean(u: dict) -> float:
 def _spec_param(sim_name: str, u: dict, doc: str) -> ParamSpec:
     return ParamSpec(sim_name, u.get("true", _geomean(u)), u["guess_low"], u["guess_high"],
                      doc=u.get("doc", doc))
+
+
+def _per_particle(value) -> bool:
+    return isinstance(value, dict) and value["unknown"] == PER_PARTICLE
+
+
+def _particle_param(sim_name: str, u: dict, doc: str, **kw) -> ParamSpec:
+    """A per-particle unknown's spec; its truth, shape and basis come with the build
+    (:meth:`FileScene.derived_params`)."""
+    return ParamSpec(sim_name, None, u["guess_low"], u["guess_high"], doc=u.get("doc", doc),
+                     **kw)
 
 
 # ---- presets ---------------------------------------------------------------------------
@@ -302,22 +349,36 @@ class FileScene(Scene):
                                            f"mass of object {i} [kg]" if len(objs) > 1
                                            else "mass of the body [kg]")
                 truth_given[name] = "true" in o["mass"]
-            for key in ("mu", "lambda"):  # a soft object's (the only one, if unknown)
-                if o["kind"] == "soft" and isinstance(o.get(key), dict):
-                    params[key] = _spec_param(f"tet_{key}", o[key], SOFT_DOCS[key])
+            if o["kind"] == "rigid":
+                continue
+            density = o.get("density") if o["kind"] == "soft" else None
+            if _per_particle(density):  # every particle's mass (the only such object)
+                params["mass"] = _particle_param("mass", density, shape=(-1,), draw_shape=(),
+                                                 doc=f"mass of each particle [kg]; guesses: a "
+                                                 f"uniform density drawn from "
+                                                 f"[{density['guess_low']:g}, "
+                                                 f"{density['guess_high']:g}] kg/m^3 times "
+                                                 "each particle's volume")
+                truth_given["mass"] = "true" in density
+            # a soft object's or cloth's scalar unknowns (the only such object)
+            sim_names = ({"mu": "tet_mu", "lambda": "tet_lambda", "density": "density"}
+                         if o["kind"] == "soft" else {k: k for k in CLOTH_DOCS})
+            for key, sim_name in sim_names.items():
+                if isinstance(o.get(key), dict) and not _per_particle(o[key]):
+                    params[key] = _spec_param(sim_name, o[key], {**SOFT_DOCS, **CLOTH_DOCS}[key])
                     truth_given[key] = "true" in o[key]
-            for key in CLOTH_DOCS:  # a cloth's (the only one, if unknown)
-                if o["kind"] == "cloth" and isinstance(o.get(key), dict):
-                    params[key] = _spec_param(key, o[key], CLOTH_DOCS[key])
-                    truth_given[key] = "true" in o[key]
+            if _per_particle(o["velocity"]):  # every particle's initial velocity
+                params["velocity"] = _particle_param(
+                    "initial_velocity", o["velocity"], shape=(-1, 3), draw_shape=(3,),
+                    positive=False, doc="initial velocity of every particle [m/s]")
+                truth_given["velocity"] = "true" in o["velocity"]
         for key, value in spec["contact"].items():
             if isinstance(value, dict):
                 params[f"contact_{key}"] = _spec_param(f"contact_{key}", value,
                                                        CONTACT_DOCS[key])
                 truth_given[f"contact_{key}"] = "true" in value
         warmup = est["warmup"]
-        warmup = (tuple(tuple(r) for r in warmup) if isinstance(warmup[0], list)
-                  else tuple(warmup))
+        rows = [tuple(r) for r in warmup] if isinstance(warmup[0], list) else [tuple(warmup)]
         first = shape_of(spec["objects"][0])
         shape = next((n for n, v in spec["shapes"].items() if v == first), None)
         contact = {k: v for k, v in spec["contact"].items() if not isinstance(v, dict)}
@@ -329,9 +390,16 @@ class FileScene(Scene):
                    fov_y_deg=cam.get("fov_y_deg", 40.0), background=tuple(st["background"]),
                    params=params, default_params=tuple(params), iters=est["iters"],
                    lr=est["lr"], optimizer=est["optimizer"], blur=est["blur"],
-                   warmup=warmup, spec=spec, source=source, truth_given=truth_given,
-                   shape=shape, contact=contact)
+                   coarse_iters=est["coarse_iters"], spec=spec, source=source,
+                   truth_given=truth_given, shape=shape, contact=contact)
         scene.shapes = tuple(spec["shapes"])
+        if est["warmup_from"] == "contact":  # last frames counted from the first contact
+            first = scene.first_contact_frame()
+            if not np.isfinite(first):
+                raise SceneFileError(f"scene file {source}: estimate.warmup_from: \"contact\""
+                                     " but no vertex reaches the ground in free flight")
+            rows = [(n, int(first) + last) for n, last in rows]
+        scene.warmup = tuple(rows) if isinstance(warmup[0], list) else rows[0]
         return scene
 
     def set_truth(self, values: dict) -> None:
@@ -385,25 +453,14 @@ class FileScene(Scene):
                          contact_mu=contact["mu"])
         names = {i: n for n, i in self._mass_params().items()}
         bodies = self._bodies()
-        self._cloths = {}
+        # per deformable object: its cloth (cloths), particle ids, region vertices (the
+        # mesh frame) and, for a per-particle mass, each particle's volume share
+        self._cloths, self._particles, self._regions, self._volumes = {}, {}, {}, {}
         for i, o in enumerate(self.spec["objects"]):
             where = f"objects[{i}]"
-            if o["kind"] == "cloth":
-                values = {k: truth[k] if isinstance(o[k], dict) else o[k]
-                          for k in CLOTH_DOCS if k in o}
+            if o["kind"] in ("soft", "cloth"):
                 try:
-                    self._cloths[i] = b.add_cloth_grid(
-                        tuple(o["size"]), tuple(o["resolution"]), origin=o["position"],
-                        plane=o["plane"], density=o["density"], velocity=o["velocity"],
-                        pinned=o["pinned"] or None, **values)
-                except ValueError as e:
-                    raise SceneFileError(f"scene file {self.source}: {where}: {e}") from None
-                continue
-            if o["kind"] == "soft":
-                try:
-                    mu, lam = (truth[k] if isinstance(o[k], dict) else o[k]
-                               for k in ("mu", "lambda"))
-                    _add_soft(b, o, mu, lam)
+                    self._add_deformable(b, i, o, truth)
                 except ValueError as e:
                     raise SceneFileError(f"scene file {self.source}: {where}: {e}") from None
                 continue
@@ -418,6 +475,8 @@ class FileScene(Scene):
             except ValueError as e:
                 raise SceneFileError(f"scene file {self.source}: {where}: {e}") from None
         for k, p in enumerate(self.spec["pushes"]):
+            if p["object"] not in bodies:  # on a soft or cloth object: configure()
+                continue
             point = p.get("point")
             try:
                 body = bodies[p["object"]]
@@ -436,6 +495,104 @@ class FileScene(Scene):
         self._built_masses = [b.rigid_body(i).mass for i in range(b.rigid_body_count)]
         return b
 
+    def _add_deformable(self, b, i: int, o: dict, truth: dict) -> None:
+        """Add the soft or cloth object ``objects[i]`` to the builder ``b`` at the
+        parameters' truths, with its initial velocities."""
+        value = {k: truth[k] if isinstance(v, dict) and not _per_particle(v) else v
+                 for k, v in o.items()}
+        if o["kind"] == "cloth":
+            aero = {k: o[k] for k in ("lift", "drag") if k in o}
+            cloth = self._cloths[i] = b.add_cloth_grid(
+                tuple(o["size"]), tuple(o["resolution"]), origin=o["position"],
+                plane=o["plane"], density=o["density"], pinned=o["pinned"] or None,
+                **{k: value[k] for k in CLOTH_DOCS if k in o}, **aero)
+            ids = np.asarray(cloth.particles)
+            self._regions[i] = b.particle_rest_positions(ids)
+        else:
+            density = value["density"]
+            if _per_particle(density):  # the masses are built from this density
+                density = density.get("true", _geomean(density))
+            ids, self._regions[i] = add_soft(b, o, value["mu"], value["lambda"], density)
+            if _per_particle(o["density"]):
+                self._volumes[i] = b.particle_masses(ids) / density
+                if truth["mass"] is not None:  # set_truth, or the last build's
+                    b.set_particle_masses(ids, truth["mass"])
+        self._particles[i] = ids
+        v = o["velocity"]
+        if _per_particle(v):
+            if truth["velocity"] is not None:  # set_truth, or the last build's
+                b.set_particle_velocities(ids, truth["velocity"])
+                return
+            v = v.get("true", [(v["guess_low"] + v["guess_high"]) / 2] * 3)
+        x = b.particle_positions(ids)  # the spin is about the mean of the vertices
+        b.set_particle_velocities(ids, np.asarray(v, dtype=np.float64)
+                                  + np.cross(o["angular_velocity"], x - x.mean(axis=0)))
+
+    def derived_params(self, b) -> dict:
+        """The per-particle unknowns' truths (as built), shapes, draw pattern (a
+        per-particle mass: each particle's volume share) and coarse basis (the uniform
+        density; the affine velocity fields)."""
+        out = {}
+        for i, o in enumerate(self.spec["objects"]):
+            if i in self._volumes:
+                m = b.particle_masses(self._particles[i])
+                out["mass"] = dict(true=m, shape=m.shape, draw_pattern=self._volumes[i],
+                                   basis=np.full((len(m), 1), 1.0 / np.sqrt(len(m))))
+            if o["kind"] != "rigid" and _per_particle(o["velocity"]):
+                ids = self._particles[i]
+                v = b.particle_velocities(ids)
+                out["velocity"] = dict(true=v, shape=v.shape,
+                                       basis=affine_basis(b.particle_rest_positions(ids)))
+        return out
+
+    def configure(self, sim) -> None:
+        """The pushes on soft and cloth objects: per-frame forces on their regions."""
+        pushes = {k: p for k, p in enumerate(self.spec["pushes"])
+                  if p["object"] in self._particles}
+        if not pushes:
+            return
+        x0 = sim.get_param("initial_position")
+        force = np.zeros(sim.params["external_force"].shape)
+        for k, p in pushes.items():
+            i = p["object"]
+            ids = self._particles[i][region_mask(self._regions[i], p["region"])]
+            frames = slice(*p["frames"]) if "frames" in p else slice(None)
+            force[frames, ids] += np.asarray(p["vector"]) / len(ids)
+            if "torque" in p:
+                try:
+                    force[frames, ids] += couple(x0[ids], p["torque"])
+                except ValueError as e:
+                    raise SceneFileError(f"scene file {self.source}: pushes[{k}].torque: "
+                                         f"{e}") from None
+        sim.set_param("external_force", force)
+
+    def first_contact_frame(self) -> float:
+        """The frame at which a vertex first reaches the ground in free flight (gravity
+        alone, from the initial positions and velocities; rotation and the particles'
+        contact radius ignored): each soft or cloth particle, each rigid body's mesh
+        vertices at its initial pose moving with its centre's velocity. ``inf`` when
+        none does; a SceneFileError when gravity does not pull towards the ground."""
+        from gradsim_taichi.checks import placement_rotation
+
+        st = self.spec["stage"]
+        a = st["gravity"][1]
+        if not a < 0:
+            raise SceneFileError(f"scene file {self.source}: estimate.warmup_from: "
+                                 "\"contact\" needs gravity towards the ground "
+                                 f"(stage.gravity[1] < 0); got {a}")
+        b = self.build_model()
+        y, vy = [b.particle_positions()[:, 1]], [b.particle_velocities()[:, 1]]
+        for j in range(b.rigid_body_count):
+            r = b.rigid_body(j)
+            rot = placement_rotation(r.orientation, None, "first_contact_frame")
+            y.append((r.position + r.vertices @ rot.T)[:, 1])
+            vy.append(np.full(len(r.vertices), r.velocity[1]))
+        h, v = np.maximum(np.concatenate(y) - st["height"], 0.0), np.concatenate(vy)
+        if not len(h):
+            return float("inf")
+        t = (v + np.sqrt(v ** 2 - 2 * a * h)) / -a  # h + v t + a t^2 / 2 = 0, t >= 0
+        return float(t.min() * self.fps)
+
     def render_parts(self, model):
         parts = []
         objects = self.spec["objects"]
@@ -445,14 +602,18 @@ class FileScene(Scene):
                     if o["shading"] == "normals" else dict(color=o["color"]))
             parts.append(RenderPart(Mesh(m.faces, smooth=False, **look), output="rigid",
                                     vertex_ids=m.rows))
+        rest = self.sim.get_param("initial_position") if self._particles else None
         soft = [o for o in objects if o["kind"] == "soft"]
         for o, (offset, tris) in zip(soft, getattr(model, "soft_surfaces", [])):
-            parts.append(RenderPart(Mesh(tris, color=o["color"]), output="particles",
-                                    vertex_ids=offset + np.arange(tris.max() + 1)))
+            ids = offset + np.arange(tris.max() + 1)
+            parts.append(RenderPart(Mesh(tris, **ramp_look(rest[ids], o["color"], o["ramp"])),
+                                    output="particles", vertex_ids=ids))
         for i, cloth in getattr(self, "_cloths", {}).items():
             ids = np.asarray(cloth.particles)
             local = np.searchsorted(ids, np.asarray(cloth.faces))  # ids are increasing
-            parts.append(RenderPart(Mesh(local, color=objects[i]["color"], two_sided=True),
+            o = objects[i]
+            parts.append(RenderPart(Mesh(local, two_sided=True,
+                                         **ramp_look(rest[ids], o["color"], o["ramp"])),
                                     output="particles", vertex_ids=ids))
         st = self.spec["stage"]
         if st["ground"]:
@@ -494,18 +655,6 @@ def normal_face_colors(v, faces, base) -> np.ndarray:
 
 def _name_of(masses: dict, index: int):
     return next((n for n, i in masses.items() if i == index), None)
-
-
-def _add_soft(b, o: dict, mu: float, lam: float) -> np.ndarray:
-    """Add one checked soft (FEM) object to the builder ``b``; its particle indices."""
-    kw = dict(density=o["density"], mu=mu, lam=lam, damping=o["damping"],
-              velocity=o["velocity"], origin=o["position"], orientation=o["orientation"])
-    if o.get("shape") == "box":
-        return b.add_soft_box(o["extents"], resolution=tuple(o["resolution"]), **kw)
-    if o.get("shape") == "ball":
-        return b.add_soft_ball(o["radius"], subdivisions=o["subdivisions"], **kw)
-    vertices, tets = read_tet_mesh(o["mesh"])
-    return b.add_soft_mesh(vertices, tets, scale=o["scale"], **kw)
 
 
 def _add_object(b, o: dict, **kw) -> int:

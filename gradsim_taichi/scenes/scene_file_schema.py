@@ -16,6 +16,7 @@ from gradsim_taichi.scenes.scene_file_checks import (  # noqa: F401 (re-exported
 from gradsim_taichi.scenes.scene_file_deformable import (  # noqa: F401 (re-exported)
     CLOTH_DOCS,
     CLOTH_PINS,
+    PER_PARTICLE,
     SOFT_DOCS,
     SOFT_PRIMITIVES,
     read_tet_mesh,
@@ -37,7 +38,8 @@ STAGE_DEFAULTS = dict(ground=True, height=0.0, gravity=[0.0, -9.8, 0.0],
                       wall_height=3.0)
 # optimisers.KINDS (a layer above the presets; tests/test_scene_file.py checks they agree)
 OPTIMIZERS = ("adam", "lbfgs", "adam+lbfgs", "lm")
-ESTIMATE_DEFAULTS = dict(optimizer="lbfgs", iters=12, lr=1.0, blur=0.0, warmup=[0, 0])
+ESTIMATE_DEFAULTS = dict(optimizer="lbfgs", iters=12, lr=1.0, blur=0.0, warmup=[0, 0],
+                         warmup_from="start", coarse_iters=0)
 def _name(value) -> str:
     """A scene name: it names the default output folder, so letters, digits, -, _, ."""
     name = checks.string(value, "scene.name")
@@ -190,15 +192,16 @@ def _objects(objs, base_dir: Path) -> list:
         else:
             obj["density"] = checks.number(o["density"], f"{path}.density", positive=True)
         out.append(obj)
-    for kind, keys in (("soft", ("mu", "lambda")), ("cloth", tuple(CLOTH_DOCS))):
-        same = [i for i, o in enumerate(out) if o["kind"] == kind]
+    for kind, keys in ((("soft",), ("mu", "lambda", "density")), (("cloth",), tuple(CLOTH_DOCS)),
+                       (("soft", "cloth"), ("velocity",))):
+        same = [i for i, o in enumerate(out) if o["kind"] in kind]
         for i in same:
             for key in keys:
                 if isinstance(out[i].get(key), dict) and len(same) > 1:
                     raise SceneFileError(
-                        f"objects[{i}].{key}: an unknown {key} needs a single {kind} "
-                        f"object; this file has {len(same)} (give the others known "
-                        f"values, or one {kind} object)")
+                        f"objects[{i}].{key}: an unknown {key} needs a single "
+                        f"{' or '.join(kind)} object; this file has {len(same)} (give the "
+                        f"others known values, or one such object)")
     return out
 
 
@@ -295,18 +298,22 @@ def _pushes(pushes, objects: list) -> list:
     for i, p in enumerate(pushes):
         path = f"pushes[{i}]"
         checks.table(p, path, ("object", "kind", "vector", "point", "frame", "start", "duration",
-                         "frames"), ("object", "kind", "vector"))
+                         "frames", "region", "torque"), ("object", "kind", "vector"))
         body = checks.number(p["object"], f"{path}.object", low=0, integer=True)
         if body >= n_objects:
             raise checks.err(f"{path}.object", f"an object index in [0, {n_objects})", body)
-        if objects[body].get("kind") != "rigid":
-            raise checks.err(f"{path}.object", "the index of a rigid object (pushes act on rigid "
-                       f"bodies); objects[{body}] is {objects[body].get('kind')!r}", body)
         kind = checks.string(p["kind"], f"{path}.kind", ("impulse", "force"))
         push = dict(object=body, kind=kind,
-                    vector=checks.vector(p["vector"], f"{path}.vector", 3),
-                    frame=checks.string(p.get("frame", "world"), f"{path}.frame",
-                                        ("world", "body")))
+                    vector=checks.vector(p["vector"], f"{path}.vector", 3))
+        if objects[body].get("kind") in ("soft", "cloth"):
+            push.update(deformable.particle_push(p, path))
+        else:
+            for key in ("region", "torque"):
+                if key in p:
+                    raise SceneFileError(f"{path}.{key}: for a push on a soft or cloth "
+                                         "object; a rigid body's push takes point")
+            push["frame"] = checks.string(p.get("frame", "world"), f"{path}.frame",
+                                          ("world", "body"))
         if "point" in p:
             push["point"] = checks.vector(p["point"], f"{path}.point", 3)
         if kind == "impulse":
@@ -343,6 +350,10 @@ def _estimate(e) -> dict:
     out["iters"] = checks.number(out["iters"], "estimate.iters", low=1, integer=True)
     out["lr"] = checks.number(out["lr"], "estimate.lr", positive=True)
     out["blur"] = checks.number(out["blur"], "estimate.blur", low=0)
+    out["coarse_iters"] = checks.number(out["coarse_iters"], "estimate.coarse_iters", low=0,
+                                        integer=True)
+    out["warmup_from"] = checks.string(out["warmup_from"], "estimate.warmup_from",
+                                       ("start", "contact"))
     w = out["warmup"]
     pair = "[iterations, last frame] (two integers >= 0) or a list of them"
     if not isinstance(w, list) or not w:

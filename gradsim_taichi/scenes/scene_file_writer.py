@@ -13,14 +13,15 @@ from gradsim_taichi.scenes.scene_file import FileScene
 
 def scene_to_toml(scene) -> str:
     """A scene file (TOML text) for a :class:`FileScene` (a loaded file or a preset that
-    is one: ``rigid-mass``, ``rigid-contact``, any shape) as it stands: its fields
-    (size, frames, camera pose, background, the optimiser's schedule, the known contact
-    values, the unknowns' truths) over its file's spec; mesh paths absolute. Other
-    presets raise a ValueError: they are not expressible in scene files yet."""
+    is one: every estimation preset, any shape) as it stands: its fields (size, frames,
+    camera pose, background, the optimiser's schedule with its warm-up horizons as
+    absolute frames, the known contact values, the scalar unknowns' truths) over its
+    file's spec; a per-particle unknown's table as the file wrote it; mesh paths
+    absolute. Other scenes raise a ValueError: they are not expressible in scene files."""
     if not isinstance(scene, FileScene):
-        raise ValueError(f"preset '{scene.name}' is not expressible as a scene file yet: "
-                         "only the presets shipped as scene files (rigid-mass, "
-                         "rigid-contact) are")
+        raise ValueError(f"scene '{scene.name}' is not expressible as a scene file: only "
+                         "scenes loaded from scene files (and the presets shipped as "
+                         "them) are")
     return _dumps(_spec_of(scene))
 
 
@@ -38,8 +39,9 @@ def _spec_of(scene: FileScene) -> dict:
     for i, o in enumerate(spec["objects"]):
         if i in mass_names:
             o = dict(o, mass=_unknown(scene, mass_names[i], o["mass"]))
-        for key in ("mu", "lambda", "tri_ke", "tri_ka", "tri_kd", "edge_ke", "edge_kd"):
-            if isinstance(o.get(key), dict):  # a soft object's or cloth's unknowns
+        for key in ("mu", "lambda", "density", "tri_ke", "tri_ka", "tri_kd", "edge_ke",
+                    "edge_kd"):  # a soft object's or cloth's scalar unknowns
+            if isinstance(o.get(key), dict) and o[key]["unknown"] is True:
                 o = dict(o, **{key: _unknown(scene, key, o[key])})
         objects.append(o)
     contact = {k: _unknown(scene, f"contact_{k}", v) if isinstance(v, dict)
@@ -55,7 +57,8 @@ def _spec_of(scene: FileScene) -> dict:
         camera=camera, stage=dict(spec["stage"], background=_floats(scene.background)),
         contact=contact, objects=objects,
         estimate=dict(optimizer=scene.optimizer, iters=scene.iters, lr=float(scene.lr),
-                      blur=float(scene.blur), warmup=warmup))
+                      blur=float(scene.blur), warmup=warmup,
+                      coarse_iters=scene.coarse_iters))
 
 
 def _floats(v) -> list:
