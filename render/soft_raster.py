@@ -11,7 +11,14 @@ Everything here works on packed per-face arrays prepared by :mod:`.tiles` and
   point is ``(sum_i b_i M_i) * tex(uv) + sum_i b_i A_i`` (``tex = 1`` without a texture).
 - ``uv[T, 6]``, ``texid[T]`` (-1: no texture), ``tex[K, Ht, Wt, 3]``, ``texsize[K, 2]``.
 - ``bbox[F, T, 4]``: inclusive pixel bounds ``j0 j1 i0 i1`` grown by the sigmoid's reach.
-- ``tile_start``/``entry_face``: per (frame, tile) the faces whose box meets the tile.
+- ``tile_start``/``entry_face``/``entry_tile``: per (frame, tile) the faces whose box
+  meets the tile, and each entry's tile.
+
+Two shapes of the same kernels, picked by ``runtime.raster_shape()`` through the
+``pixels`` template argument (the per-pixel and per-entry work is shared ``ti.func``s, so
+both give the same numbers): ``tile`` (the CPU's: one thread per (frame, tile), a few
+hundred threads, no atomics) and ``pixel`` (a GPU's: one thread per (frame, pixel) in the
+forward passes, per tile entry in the backward pass).
 
 The formula (for pixel p and face j): screen barycentrics ``w``; ``d2`` the squared
 distance from p to the nearest edge segment; sign ``s = +1`` inside; ``x = s d2 / sigma``,
