@@ -151,6 +151,8 @@ class SoftRasterizer:
                 raise ValueError(f"vertices[{k}] must be [F, V, 3] or [V, 3], got {tuple(v.shape)}")
             if v.ndim == 3:
                 frames.add(v.shape[0])
+            # a host read that stays (on CUDA a wait for the device): a clear error for
+            # NaN positions instead of faces silently culled by the binning
             if not torch.isfinite(v.detach()).all():
                 raise ValueError(f"vertices[{k}] contains NaN or infinite positions")
         if len(frames) > 1:

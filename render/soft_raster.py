@@ -207,7 +207,7 @@ def _shade(
 
 
 @ti.func
-def _soft_add(
+def _soft_face(
     geom: ti.template(),
     col: ti.template(),
     uv: ti.template(),
@@ -219,23 +219,17 @@ def _soft_add(
     px,
     py,
     sigma,
-    gamma,
     near,
     far,
     d2max,
-    m,
-    S,
-    acc,
-    P,
 ):
-    """Face t's step of pixel p's online softmax: from ``(m, S, acc, P)`` (the shift, the
-    weight sum, the weighted colour sum and ``prod(1 - D)``) to the updated state. The
-    first result says whether the face reaches the pixel (if not, the state is as given)."""
-    m1 = m
-    S1 = S
-    acc1 = acc
-    P1 = P
+    """Face t at pixel p: whether it reaches p, its coverage ``D`` and ``1 - D``, its
+    normalised depth ``zn`` and its colour ``C`` there."""
     ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
+    D = 0.0
+    om = 1.0
+    zn = 0.0
+    C = ti.Vector([0.0, 0.0, 0.0])
     if ok:
         s = -1.0
         if inside:
@@ -245,16 +239,23 @@ def _soft_add(
             geom, col, uv, texid, tex, texsize, f, t, w
         )
         zn = (far - 1.0 / Q) / (far - near)
-        if zn > m1:
-            r = ti.exp((m1 - zn) / gamma)
-            S1 *= r
-            acc1 *= r
-            m1 = zn
-        wgt = D * ti.exp((zn - m1) / gamma)
-        S1 = S1 + wgt
-        acc1 = acc1 + wgt * C
-        P1 = P1 * om
-    return ok, m1, S1, acc1, P1
+    return ok, D, om, zn, C
+
+
+@ti.func
+def _soft_merge(gamma, D, om, zn, C, m, S, acc, P):
+    """One face's step of a pixel's online softmax: from ``(m, S, acc, P)`` (the shift,
+    the weight sum, the weighted colour sum and ``prod(1 - D)``) to the updated state."""
+    m1 = m
+    S1 = S
+    acc1 = acc
+    if zn > m1:
+        r = ti.exp((m1 - zn) / gamma)
+        S1 *= r
+        acc1 *= r
+        m1 = zn
+    wgt = D * ti.exp((zn - m1) / gamma)
+    return m1, S1 + wgt, acc1 + wgt * C, P * om
 
 
 @ti.func
@@ -312,8 +313,8 @@ def soft_forward(
     """Writes ``out[f, i, j] = (r, g, b, alpha)`` and ``state[f, i, j] = (m, S, P)`` (the
     softmax shift, the weight sum and ``prod(1 - D)``) for the backward pass.
 
-    Each pixel takes its tile's faces in face order through the same :func:`_soft_add`
-    in both shapes (so the images are the same): ``pixels=0`` (the CPU's, see
+    Each pixel takes its tile's faces in face order through the same :func:`_soft_face`
+    and :func:`_soft_merge` in both shapes (so the images are the same): ``pixels=0`` (the CPU's, see
     ``runtime.raster_shape``): one thread per (frame, tile), which for each binned face
     loops over the pixels of the face's box inside the tile, keeping the pixels' state in
     ``out``/``state`` (the tile's pixels belong to this thread only: plain loads and
@@ -335,9 +336,10 @@ def soft_forward(
             for e in range(tile_start[tid], tile_start[tid + 1]):
                 t = entry_face[e]
                 if _in_box(bbox, f, t, i, j):
-                    ok, m, S, acc, P = _soft_add(geom, col, uv, texid, tex, texsize, f, t, px,
-                                                 py, sigma, gamma, near, far, d2max, m, S, acc,
-                                                 P)  # fmt: skip
+                    ok, D, om, zn, C = _soft_face(geom, col, uv, texid, tex, texsize, f, t, px,
+                                                  py, sigma, near, far, d2max)  # fmt: skip
+                    if ok:
+                        m, S, acc, P = _soft_merge(gamma, D, om, zn, C, m, S, acc, P)
             _soft_store(out, state, f, i, j, m, S, acc, P)
     else:
         for f, ty, tx in ti.ndrange(F, nty, ntx):
@@ -356,13 +358,14 @@ def soft_forward(
                 ia, ib, ja, jb = _tile_box(bbox, f, t, ty, tx, tile, H, W)
                 for i in range(ia, ib + 1):
                     for j in range(ja, jb + 1):
-                        acc = ti.Vector([out[f, i, j, 0], out[f, i, j, 1], out[f, i, j, 2]])
-                        ok, m, S, acc, P = _soft_add(
-                            geom, col, uv, texid, tex, texsize, f, t, (j + 0.5) * scale,
-                            (i + 0.5) * scale, sigma, gamma, near, far, d2max,
-                            state[f, i, j, 0], state[f, i, j, 1], acc, out[f, i, j, 3],
-                        )  # fmt: skip
+                        ok, D, om, zn, C = _soft_face(geom, col, uv, texid, tex, texsize, f, t,
+                                                      (j + 0.5) * scale, (i + 0.5) * scale,
+                                                      sigma, near, far, d2max)  # fmt: skip
                         if ok:
+                            acc = ti.Vector([out[f, i, j, 0], out[f, i, j, 1], out[f, i, j, 2]])
+                            m, S, acc, P = _soft_merge(gamma, D, om, zn, C, state[f, i, j, 0],
+                                                       state[f, i, j, 1], acc,
+                                                       out[f, i, j, 3])  # fmt: skip
                             for c in ti.static(range(3)):
                                 out[f, i, j, c] = acc[c]
                             out[f, i, j, 3] = P
@@ -533,7 +536,7 @@ def soft_backward(
         for e in range(num_entries):
             t = entry_face[e]
             if face_grad[t] != 0:
-                tid = entry_tile[e]
+                tid = ti.cast(entry_tile[e], ti.i32)
                 f = tid // (nty * ntx)
                 ty = tid % (nty * ntx) // ntx
                 tx = tid % ntx

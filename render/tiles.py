@@ -24,7 +24,7 @@ class Bins:
     bbox: torch.Tensor  # [F, T, 4]: j0 j1 i0 i1, inclusive; empty (1, 0, 1, 0) when culled
     tile_start: torch.Tensor  # [F * nty * ntx + 1]
     entry_face: torch.Tensor  # [E'] face index within its frame (E' = max(E, 1))
-    entry_tile: torch.Tensor  # [E'] the entry's tile, (f * nty + ty) * ntx + tx
+    entry_tile: torch.Tensor  # [E'] int64: the entry's tile, (f * nty + ty) * ntx + tx
     entry_key: torch.Tensor  # [E] int64: f * T + face, for reducing per-entry gradients
     tile: int
     ntx: int
@@ -96,10 +96,10 @@ def bin_faces_torch(
     tile_start = torch.zeros(ntiles + 1, dtype=torch.int64, device=dev)
     tile_start[1:] = torch.cumsum(tile_count, 0)
     entry_face = (ft % T).to(torch.int32)
-    entry_tile = key.to(torch.int32)
+    entry_tile = key
     if E == 0:
         entry_face = torch.zeros(1, dtype=torch.int32, device=dev)
-        entry_tile = torch.zeros(1, dtype=torch.int32, device=dev)
+        entry_tile = torch.zeros(1, dtype=torch.int64, device=dev)
     return Bins(
         bbox=bbox,
         tile_start=tile_start.to(torch.int32),
@@ -215,8 +215,7 @@ def bin_faces(
     torch.cumsum(torch.bincount(keys, minlength=ntiles), 0, out=tile_start[1:])
     entry_face = ((ft % T).to(torch.int32) if E > 0
                   else torch.zeros(1, dtype=torch.int32, device=dev))
-    entry_tile = (keys.to(torch.int32) if E > 0
-                  else torch.zeros(1, dtype=torch.int32, device=dev))
+    entry_tile = keys if E > 0 else torch.zeros(1, dtype=torch.int64, device=dev)
     return Bins(
         bbox=bbox,
         tile_start=tile_start.to(torch.int32),

@@ -141,3 +141,34 @@ def test_pixel_shape_gradcheck(monkeypatch, launches):
     assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-6, nondet_tol=1e-12,
                                     fast_mode=True)  # fmt: skip
     assert set(launches["soft_backward"]) == {1}
+
+
+def test_specular_flag_is_read_once_per_tensor_and_on_when_learned(monkeypatch):
+    """Shading reads whether a mesh has a highlight once per specular tensor (each read
+    waits for the device on CUDA), and always computes it for a learned specular, whose
+    gradient at 0 is then the central difference's (the image is linear in it)."""
+    r, verts = _two_mesh_scene(textured=False)
+    quad = r.meshes[0]
+    reads = []
+    real_bool = torch.Tensor.__bool__
+    monkeypatch.setattr(torch.Tensor, "__bool__",
+                        lambda t: reads.append(t.shape) or real_bool(t))  # fmt: skip
+    quad.specular = torch.tensor(0.5, dtype=f64)
+    assert quad._uses_specular() and quad._uses_specular() and len(reads) == 1
+    quad.specular.zero_()  # changed in place: read again
+    assert not quad._uses_specular() and len(reads) == 2
+    monkeypatch.setattr(torch.Tensor, "__bool__", real_bool)
+    spec = torch.tensor(0.0, dtype=f64, requires_grad=True)
+    quad.specular = spec
+    assert quad._uses_specular() and len(reads) == 2
+    w = torch.rand(r.camera.height, r.camera.width, 4, generator=torch.Generator().manual_seed(2),
+                   dtype=f64)  # fmt: skip
+    (grad,) = torch.autograd.grad((r(verts) * w).sum(), [spec])
+    h = 1e-3
+    with torch.no_grad():
+        quad.specular = torch.tensor(h, dtype=f64)
+        up = (r(verts) * w).sum()
+        quad.specular = torch.tensor(-h, dtype=f64)
+        down = (r(verts) * w).sum()
+    fd = ((up - down) / (2 * h)).item()
+    assert abs(fd) > 1e-3 and abs(grad.item() - fd) < 1e-8 * abs(fd)
