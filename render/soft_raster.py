@@ -314,12 +314,12 @@ def soft_forward(
     softmax shift, the weight sum and ``prod(1 - D)``) for the backward pass.
 
     Each pixel takes its tile's faces in face order through the same :func:`_soft_face`
-    and :func:`_soft_merge` in both shapes (so the images are the same): ``pixels=0`` (the CPU's, see
-    ``runtime.raster_shape``): one thread per (frame, tile), which for each binned face
-    loops over the pixels of the face's box inside the tile, keeping the pixels' state in
-    ``out``/``state`` (the tile's pixels belong to this thread only: plain loads and
-    stores); ``pixels=1`` (a GPU's): one thread per (frame, pixel), which walks its tile's
-    face list with the state in registers."""
+    and :func:`_soft_merge` in both shapes (so the images are the same). ``pixels=0``
+    (the CPU's, see ``runtime.raster_shape``): one thread per (frame, tile), which for
+    each binned face loops over the pixels of the face's box inside the tile, keeping
+    the pixels' state in ``out``/``state`` (the tile's pixels belong to this thread only:
+    plain loads and stores). ``pixels=1`` (a GPU's): one thread per (frame, pixel), which
+    walks its tile's face list with the state in registers."""
     F = out.shape[0]
     H = out.shape[1]
     W = out.shape[2]
