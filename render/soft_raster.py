@@ -272,6 +272,7 @@ def _soft_store(out: ti.template(), state: ti.template(), f, i, j, m, S, acc, P)
 
 @ti.func
 def _in_box(bbox: ti.template(), f, t, i, j):
+    """Whether pixel (i, j) lies in face t's grown box (the pixel shape's per-face test)."""
     return bbox[f, t, 2] <= i and i <= bbox[f, t, 3] and bbox[f, t, 0] <= j and j <= bbox[f, t, 1]
 
 
