@@ -97,6 +97,7 @@ def _scene_images_and_grads(mode):
     return out.detach(), grads
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("mode", ["soft", "hard", "antialias"])
 def test_renderer_pixel_shape_equals_tile_shape(monkeypatch, launches, mode):
     tile_out, tile_g = _in_shape(monkeypatch, "tile", lambda: _scene_images_and_grads(mode))
@@ -124,6 +125,7 @@ def test_pixel_shape_with_nothing_in_view(monkeypatch, launches):
     assert out[..., 3].abs().max() == 0 and qv.grad.abs().max() == 0
 
 
+@pytest.mark.cuda
 def test_pixel_shape_gradcheck(monkeypatch, launches):
     """The pixel shape's hand-written backward against float64 central differences."""
     monkeypatch.setenv("GRADSIM_RASTER_SHAPE", "pixel")
