@@ -174,3 +174,39 @@ def test_specular_flag_is_read_once_per_tensor_and_on_when_learned(monkeypatch):
         down = (r(verts) * w).sum()
     fd = ((up - down) / (2 * h)).item()
     assert abs(fd) > 1e-3 and abs(grad.item() - fd) < 1e-8 * abs(fd)
+
+
+def test_hard_mode_reads_no_texture_sizes_back(monkeypatch):
+    """The hard image re-shades learned textured pixels in torch with the texture sizes the
+    rasterizer kept on the host: no read of ``texsize`` per texture per render (the one
+    scalar read left is the binning's entry count, see ``tiles.bin_faces``)."""
+    import sys
+
+    from gradsim_taichi.render.texture import sample_bilinear
+
+    r, verts = _two_mesh_scene(textured=True)
+    r.mode = "hard"
+    qv = verts[0].clone().requires_grad_()
+    r([qv, verts[1]])  # reads each mesh's faces once
+    readers = []
+    def spy(real):
+        def read(t, *a, **k):
+            readers.append(sys._getframe(1).f_code.co_name)
+            return real(t, *a, **k)
+
+        return read
+
+    for name in ("__int__", "__index__", "tolist", "item"):
+        monkeypatch.setattr(torch.Tensor, name, spy(getattr(torch.Tensor, name)))
+    out = r([qv, verts[1]])
+    out.sum().backward()
+    assert qv.grad.abs().max() > 0
+    assert set(readers) == {"bin_faces"}
+    p, _ = r.prepare([qv, verts[1]])
+    u = torch.tensor([0.3, 0.7], dtype=f64)
+    tid = torch.tensor([0, -1])
+    readers.clear()
+    host = sample_bilinear(p["tex"], p["texsize"], tid, u, u, p["tex_sizes"])
+    assert readers == []
+    assert torch.equal(host, sample_bilinear(p["tex"], p["texsize"], tid, u, u))
+    assert readers == ["sample_bilinear"]  # without the host sizes, texsize is read
