@@ -320,28 +320,34 @@ def soft_forward(
     each binned face loops over the pixels of the face's box inside the tile, keeping
     the pixels' state in ``out``/``state`` (the tile's pixels belong to this thread only:
     plain loads and stores). ``pixels=1`` (a GPU's): one thread per (frame, pixel), which
-    walks its tile's face list with the state in registers."""
+    walks its tile's face list with the state in registers (pixels numbered tile by
+    tile, so that the threads of a warp share one list)."""
     F = out.shape[0]
     H = out.shape[1]
     W = out.shape[2]
     scale = 2.0 / H
     if ti.static(pixels):
-        for f, i, j in ti.ndrange(F, H, W):
-            tid = (f * nty + i // tile) * ntx + j // tile
-            px = (j + 0.5) * scale
-            py = (i + 0.5) * scale
-            m = eps
-            S = 1.0
-            acc = ti.Vector([bg[i, j, 0], bg[i, j, 1], bg[i, j, 2]])
-            P = 1.0
-            for e in range(tile_start[tid], tile_start[tid + 1]):
-                t = entry_face[e]
-                if _in_box(bbox, f, t, i, j):
-                    ok, D, om, zn, C = _soft_face(geom, col, uv, texid, tex, texsize, f, t, px,
-                                                  py, sigma, near, far, d2max)  # fmt: skip
-                    if ok:
-                        m, S, acc, P = _soft_merge(gamma, D, om, zn, C, m, S, acc, P)
-            _soft_store(out, state, f, i, j, m, S, acc, P)
+        # tile-major: the threads of a warp share one tile and its face list
+        for f, ty, tx, k in ti.ndrange(F, nty, ntx, tile * tile):
+            i = ty * tile + k // tile
+            j = tx * tile + k % tile
+            if i < H and j < W:
+                tid = (f * nty + ty) * ntx + tx
+                px = (j + 0.5) * scale
+                py = (i + 0.5) * scale
+                m = eps
+                S = 1.0
+                acc = ti.Vector([bg[i, j, 0], bg[i, j, 1], bg[i, j, 2]])
+                P = 1.0
+                for e in range(tile_start[tid], tile_start[tid + 1]):
+                    t = entry_face[e]
+                    if _in_box(bbox, f, t, i, j):
+                        ok, D, om, zn, C = _soft_face(geom, col, uv, texid, tex, texsize, f,
+                                                      t, px, py, sigma, near, far,
+                                                      d2max)  # fmt: skip
+                        if ok:
+                            m, S, acc, P = _soft_merge(gamma, D, om, zn, C, m, S, acc, P)
+                _soft_store(out, state, f, i, j, m, S, acc, P)
     else:
         for f, ty, tx in ti.ndrange(F, nty, ntx):
             tid = (f * nty + ty) * ntx + tx
@@ -586,26 +592,30 @@ def hard_zbuffer(
     pixel centre with depth in [near, far] (-1 if none; ties go to the lower face index).
     ``zbuf`` must come in filled with ``far``. ``pixels=0``: one thread per (frame, tile)
     (the CPU's); ``pixels=1``: one per (frame, pixel), walking its tile's faces in the
-    same order (a GPU's)."""
+    same order (a GPU's; pixels numbered tile by tile, so that a warp shares one list)."""
     F = face_id.shape[0]
     H = face_id.shape[1]
     W = face_id.shape[2]
     scale = 2.0 / H
     if ti.static(pixels):
-        for f, i, j in ti.ndrange(F, H, W):
-            tid = (f * nty + i // tile) * ntx + j // tile
-            zb = zbuf[f, i, j]
-            fid = face_id[f, i, j]
-            for e in range(tile_start[tid], tile_start[tid + 1]):
-                t = entry_face[e]
-                if _in_box(bbox, f, t, i, j):
-                    hit, zp = _zbuffer_depth(geom, f, t, (j + 0.5) * scale, (i + 0.5) * scale,
-                                             near)  # fmt: skip
-                    if hit and zp < zb:
-                        zb = zp
-                        fid = t
-            zbuf[f, i, j] = zb
-            face_id[f, i, j] = fid
+        # tile-major: the threads of a warp share one tile and its face list
+        for f, ty, tx, k in ti.ndrange(F, nty, ntx, tile * tile):
+            i = ty * tile + k // tile
+            j = tx * tile + k % tile
+            if i < H and j < W:
+                tid = (f * nty + ty) * ntx + tx
+                zb = zbuf[f, i, j]
+                fid = face_id[f, i, j]
+                for e in range(tile_start[tid], tile_start[tid + 1]):
+                    t = entry_face[e]
+                    if _in_box(bbox, f, t, i, j):
+                        hit, zp = _zbuffer_depth(geom, f, t, (j + 0.5) * scale,
+                                                 (i + 0.5) * scale, near)  # fmt: skip
+                        if hit and zp < zb:
+                            zb = zp
+                            fid = t
+                zbuf[f, i, j] = zb
+                face_id[f, i, j] = fid
     else:
         for f, ty, tx in ti.ndrange(F, nty, ntx):
             tid = (f * nty + ty) * ntx + tx
