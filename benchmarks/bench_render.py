@@ -11,6 +11,7 @@ band of image rows of the first frame and its time scaled to the whole batch (ma
 check uses an output gradient that is zero outside the band).
 
 Usage: ``python benchmarks/bench_render.py [--quick] [--json PATH] [--threads N]``
+(``GRADSIM_RASTER_SHAPE=pixel`` times the GPU's kernel shape on the CPU).
 """
 
 from __future__ import annotations
@@ -156,7 +157,11 @@ def main(argv=None):
     else:
         plan = [(s, n, f) for n in (1000, 10000) for s in (128, 256) for f in (1, 30)]
         budget = 6_000_000
-    print(f"threads: taichi {gs.info()['threads']}, torch {torch.get_num_threads()}")
+    from gradsim_taichi import runtime
+
+    shape = runtime.raster_shape()  # the kernels' layout: tile (CPU) or pixel (CUDA)
+    print(f"threads: taichi {gs.info()['threads']}, torch {torch.get_num_threads()}; "
+          f"raster shape: {shape}")
     header = f"{'case':44s} {'ours s':>9s} {'ref s':>10s} {'speedup':>8s}  check"
     print(header)
     print("-" * len(header))
@@ -173,7 +178,7 @@ def main(argv=None):
     print("~: reference time scaled from a band of rows of one frame (dense cost is uniform)")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps({"cases": cases}, indent=2))
+        Path(a.json).write_text(json.dumps({"raster_shape": shape, "cases": cases}, indent=2))
     if not all(c["equal"] for c in cases):
         print("ERROR: results differ from the reference", file=sys.stderr)
         return 1

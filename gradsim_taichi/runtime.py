@@ -241,6 +241,27 @@ def reduction_slots() -> int:
     return slots
 
 
+# How the rasterizer's kernels spread their work (see raster_shape).
+RASTER_SHAPES = {"cpu": "tile", "cuda": "pixel"}
+
+
+def raster_shape() -> str:
+    """How the rasterizer's kernels (``render/soft_raster.py``) are laid out: ``"tile"`` on
+    the CPU (one thread per (frame, screen tile), a few hundred to thousands of threads:
+    enough for a few cores, no atomics), ``"pixel"`` on CUDA (one thread per (frame,
+    pixel) in the forward passes and per (tile, face) entry in the backward pass: enough
+    threads for a GPU). Both give the same images and gradients.
+    ``GRADSIM_RASTER_SHAPE=tile|pixel`` overrides it (tests run the pixel shape on the
+    CPU with it). Read on every render call."""
+    ensure_init()
+    text = os.environ.get("GRADSIM_RASTER_SHAPE", "").strip()
+    if not text:
+        return RASTER_SHAPES[_state["arch"]]
+    if text not in ("tile", "pixel"):
+        raise ValueError(f"GRADSIM_RASTER_SHAPE={text!r} must be 'tile' or 'pixel'")
+    return text
+
+
 def generation() -> int:
     """Increments on every :func:`init`; objects holding fields compare it to detect reuse
     after a reset (Taichi's own error for that is an opaque ``IndexError``)."""

@@ -127,6 +127,8 @@ def _pair_deltas(img, face_id, xy, z, neighbours):
     s = 2.0 / H  # screen units per pixel (see soft_raster: y spans [0, 2])
     dt = xy.dtype
     pairs = []
+    # the pairs of differing neighbours (torch.nonzero) and the kept ones (boolean masks)
+    # have data-dependent counts: host reads that stay (on CUDA waits for the device)
     for di, dj in ((0, 1), (1, 0)):
         a, b = fid[:, : H - di, : W - dj], fid[:, di:, dj:]
         f, i, j = torch.nonzero(a != b, as_tuple=True)
@@ -165,8 +167,6 @@ def _pair_deltas(img, face_id, xy, z, neighbours):
         along = torch.where(dj == 1, steep, ~steep)
         # a pixel centre on an edge counts as covered (t = 0 or 1, up to round-off)
         keep = along & (t > -1e-9) & (t < 1 + 1e-9)
-    if not bool(keep.any()):
-        return None
     f, i, j, di, dj, face, k, P, D = (x[keep] for x in (f, i, j, di, dj, face, k, P, D))
     # the crossing, differentiable in the edge's ends: P + t D on the line a + u (b - a)
     a, b = xy[f, face, (k + 1) % 3], xy[f, face, (k + 2) % 3]

@@ -133,10 +133,12 @@ class SoftRasterFunction(torch.autograd.Function):
         out = torch.empty(F, st.height, st.width, 4, dtype=geom.dtype, device=geom.device)
         state = torch.empty(F, st.height, st.width, 3, dtype=geom.dtype, device=geom.device)
         args = (geom, col, uv, texid, tex, texsize, bins.bbox, bins.tile_start, bins.entry_face)
+        pixels = int(runtime.raster_shape() == "pixel")
         K.soft_forward(
             *args, bg, out, state, st.sigma, st.gamma, st.near, st.far, st.eps, st.d2max,
-            st.tile, bins.ntx, bins.nty,
+            st.tile, bins.ntx, bins.nty, pixels,
         )  # fmt: skip
+        ctx.pixels = pixels
         ctx.st = st
         ctx.bins = bins
         ctx.shape = (F, T)
@@ -161,9 +163,8 @@ class SoftRasterFunction(torch.autograd.Function):
                 else torch.zeros(1, 1, 1, 3, dtype=geom.dtype, device=geom.device))
         K.soft_backward(
             geom, col, uv, texid, tex, texsize, bins.bbox, bins.tile_start, bins.entry_face,
-            out, state, gout, gentry, gtex, face_grad, st.sigma, st.gamma, st.near, st.far,
-            st.d2max,
-            st.tile, bins.ntx, bins.nty, want_tex,
+            bins.entry_tile, out, state, gout, gentry, gtex, face_grad, st.sigma, st.gamma,
+            st.near, st.far, st.d2max, st.tile, bins.ntx, bins.nty, want_tex, E, ctx.pixels,
         )  # fmt: skip
         gface = torch.zeros(F * T, 27, dtype=geom.dtype, device=geom.device)
         if E > 0:
@@ -189,6 +190,6 @@ def hard_face_ids(xy: torch.Tensor, z: torch.Tensor, st: RasterSettings) -> torc
     zbuf = torch.full((F, st.height, st.width), st.far, dtype=geom.dtype, device=geom.device)
     K.hard_zbuffer(
         geom, bins.bbox, bins.tile_start, bins.entry_face, face_id, zbuf, st.near, st.far,
-        st.tile, bins.ntx, bins.nty,
+        st.tile, bins.ntx, bins.nty, int(runtime.raster_shape() == "pixel"),
     )  # fmt: skip
     return face_id.to(torch.int64)

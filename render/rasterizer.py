@@ -151,6 +151,8 @@ class SoftRasterizer:
                 raise ValueError(f"vertices[{k}] must be [F, V, 3] or [V, 3], got {tuple(v.shape)}")
             if v.ndim == 3:
                 frames.add(v.shape[0])
+            # a host read that stays (on CUDA a wait for the device): a clear error for
+            # NaN positions instead of faces silently culled by the binning
             if not torch.isfinite(v.detach()).all():
                 raise ValueError(f"vertices[{k}] contains NaN or infinite positions")
         if len(frames) > 1:
@@ -196,6 +198,7 @@ class SoftRasterizer:
                 texids.append(torch.full((T,), len(textures), dtype=torch.int32, device=v.device))
                 textures.append(m.texture)
         tex, texsize = (None, None)
+        sizes = [(t.shape[0], t.shape[1]) for t in textures]  # host copy of texsize
         if textures:
             tex, texsize = stack_textures(textures, runtime.torch_dtype())
         else:
@@ -204,7 +207,7 @@ class SoftRasterizer:
             xy=torch.cat(xys, 1), z=torch.cat(zs, 1), col=torch.cat(cols, 1).contiguous(),
             tex=tex, bg=self.background_image(), uv=torch.cat(uvs, 0).contiguous(),
             texid=torch.cat(texids, 0).contiguous(), texsize=texsize,
-            face_grad=torch.cat(grads, 0), texid_max=len(textures) - 1,
+            face_grad=torch.cat(grads, 0), texid_max=len(textures) - 1, tex_sizes=sizes,
         )  # fmt: skip
         return packed, single
 
@@ -243,6 +246,8 @@ def hard_shade(p: dict, face_id: torch.Tensor, st: RasterSettings) -> torch.Tens
     if torch.is_grad_enabled() and bg.requires_grad:  # a learned background
         rgb = torch.where(hit[..., None], rgb, bg.expand(F, H, W, 3))
     learn = hit & (p["face_grad"][face_id.clamp_min(0)] != 0)
+    # a host read that stays (on CUDA a wait for the device): the number of pixels to
+    # re-shade sizes the autograd graph; re-shading every pixel would cost far more
     idx = torch.nonzero(learn.reshape(-1), as_tuple=True)[0]
     if torch.is_grad_enabled() and idx.numel():
         rgb = rgb.reshape(F * H * W, 3).index_put(
@@ -273,7 +278,8 @@ def _shade_pixels(p: dict, fid: torch.Tensor, idx: torch.Tensor, H: int, W: int
     b = q / q.sum(-1, keepdim=True).clamp_min(1e-300)
     uv = p["uv"][fid].reshape(-1, 3, 2)
     uvp = (b[..., None] * uv).sum(-2)
-    Tx = sample_bilinear(p["tex"], p["texsize"], p["texid"][fid], uvp[:, 0], uvp[:, 1])
+    Tx = sample_bilinear(p["tex"], p["texsize"], p["texid"][fid], uvp[:, 0], uvp[:, 1],
+                         p.get("tex_sizes"))
     M = col[:, 0:9].reshape(-1, 3, 3)
     A = col[:, 9:18].reshape(-1, 3, 3)
     return (b[..., None] * M).sum(-2) * Tx + (b[..., None] * A).sum(-2)

@@ -159,6 +159,19 @@ class Mesh:
             self._fmax = cached
         return cached[2]
 
+    def _uses_specular(self) -> bool:
+        """Whether shading computes the highlight: always when ``specular`` requires grad
+        (it may leave 0), else when it is non-zero, read once per specular tensor (not on
+        every render: on CUDA each read waits for the device)."""
+        spec = self.specular
+        if spec.requires_grad:
+            return True
+        cached = self.__dict__.get("_spec")
+        if cached is None or cached[0] is not spec or cached[1] != spec._version:
+            cached = (spec, spec._version, bool(spec.detach() != 0))
+            self._spec = cached
+        return cached[2]
+
     def corner_uv(self) -> torch.Tensor | None:
         """Texture coordinates per face corner ``[T, 6]`` (None without a texture)."""
         if self.uv is None:
@@ -201,7 +214,7 @@ def shade(mesh: Mesh, verts: torch.Tensor, lights: list, eye: torch.Tensor):
         n = n * torch.where((n * view).sum(-1, keepdim=True) < 0, -1.0, 1.0)
     light = torch.zeros_like(fv)
     spec = torch.zeros_like(fv)
-    use_spec = bool(mesh.specular.detach() != 0)
+    use_spec = mesh._uses_specular()
     for lt in lights:
         if isinstance(lt, AmbientLight):
             light = light + lt.intensity * lt.color

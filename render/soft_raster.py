@@ -11,7 +11,14 @@ Everything here works on packed per-face arrays prepared by :mod:`.tiles` and
   point is ``(sum_i b_i M_i) * tex(uv) + sum_i b_i A_i`` (``tex = 1`` without a texture).
 - ``uv[T, 6]``, ``texid[T]`` (-1: no texture), ``tex[K, Ht, Wt, 3]``, ``texsize[K, 2]``.
 - ``bbox[F, T, 4]``: inclusive pixel bounds ``j0 j1 i0 i1`` grown by the sigmoid's reach.
-- ``tile_start``/``entry_face``: per (frame, tile) the faces whose box meets the tile.
+- ``tile_start``/``entry_face``/``entry_tile``: per (frame, tile) the faces whose box
+  meets the tile, and each entry's tile.
+
+Two shapes of the same kernels, picked by ``runtime.raster_shape()`` through the
+``pixels`` template argument (the per-pixel and per-entry work is shared ``ti.func``s, so
+both give the same numbers): ``tile`` (the CPU's: one thread per (frame, tile), a few
+hundred threads, no atomics) and ``pixel`` (a GPU's: one thread per (frame, pixel) in the
+forward passes, per tile entry in the backward pass).
 
 The formula (for pixel p and face j): screen barycentrics ``w``; ``d2`` the squared
 distance from p to the nearest edge segment; sign ``s = +1`` inside; ``x = s d2 / sigma``,
@@ -34,15 +41,16 @@ def _cross2(ax, ay, bx, by):
 
 
 @ti.func
+def _corners(geom: ti.template(), f, t):
+    """Screen positions ``x0, y0, x1, y1, x2, y2`` of face t's corners in frame f."""
+    return geom[f, t, 0], geom[f, t, 1], geom[f, t, 2], geom[f, t, 3], geom[f, t, 4], geom[f, t, 5]
+
+
+@ti.func
 def _pixel_barycentric(geom: ti.template(), f, t, px, py):
     """Screen barycentrics of point p in face t (extrapolated outside; the z-buffer's
     inside test and the hard image's shading)."""
-    x0 = geom[f, t, 0]
-    y0 = geom[f, t, 1]
-    x1 = geom[f, t, 2]
-    y1 = geom[f, t, 3]
-    x2 = geom[f, t, 4]
-    y2 = geom[f, t, 5]
+    x0, y0, x1, y1, x2, y2 = _corners(geom, f, t)
     n = ti.Vector([_cross2(x1 - px, y1 - py, x2 - px, y2 - py),
                    _cross2(x2 - px, y2 - py, x0 - px, y0 - py),
                    _cross2(x0 - px, y0 - py, x1 - px, y1 - py)])
@@ -138,12 +146,7 @@ def _tex_scatter(gtex: ti.template(), texsize: ti.template(), k, u, v, g):
 @ti.func
 def _coverage(geom: ti.template(), f, t, px, py, d2max):
     """Screen barycentrics, nearest edge and whether face t reaches pixel p at all."""
-    x0 = geom[f, t, 0]
-    y0 = geom[f, t, 1]
-    x1 = geom[f, t, 2]
-    y1 = geom[f, t, 3]
-    x2 = geom[f, t, 4]
-    y2 = geom[f, t, 5]
+    x0, y0, x1, y1, x2, y2 = _corners(geom, f, t)
     n0 = _cross2(x1 - px, y1 - py, x2 - px, y2 - py)
     n1 = _cross2(x2 - px, y2 - py, x0 - px, y0 - py)
     n2 = _cross2(x0 - px, y0 - py, x1 - px, y1 - py)
@@ -203,6 +206,86 @@ def _shade(
     return C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi
 
 
+@ti.func
+def _soft_face(
+    geom: ti.template(),
+    col: ti.template(),
+    uv: ti.template(),
+    texid: ti.template(),
+    tex: ti.template(),
+    texsize: ti.template(),
+    f,
+    t,
+    px,
+    py,
+    sigma,
+    near,
+    far,
+    d2max,
+):
+    """Face t at pixel p: whether it reaches p, its coverage ``D`` and ``1 - D``, its
+    normalised depth ``zn`` and its colour ``C`` there."""
+    ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
+    D = 0.0
+    om = 1.0
+    zn = 0.0
+    C = ti.Vector([0.0, 0.0, 0.0])
+    if ok:
+        s = -1.0
+        if inside:
+            s = 1.0
+        D, om = _sigmoid_pair(s * d2 / sigma)
+        C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi = _shade(
+            geom, col, uv, texid, tex, texsize, f, t, w
+        )
+        zn = (far - 1.0 / Q) / (far - near)
+    return ok, D, om, zn, C
+
+
+@ti.func
+def _soft_merge(gamma, D, om, zn, C, m, S, acc, P):
+    """One face's step of a pixel's online softmax: from ``(m, S, acc, P)`` (the shift,
+    the weight sum, the weighted colour sum and ``prod(1 - D)``) to the updated state."""
+    m1 = m
+    S1 = S
+    acc1 = acc
+    if zn > m1:
+        r = ti.exp((m1 - zn) / gamma)
+        S1 *= r
+        acc1 *= r
+        m1 = zn
+    wgt = D * ti.exp((zn - m1) / gamma)
+    return m1, S1 + wgt, acc1 + wgt * C, P * om
+
+
+@ti.func
+def _soft_store(out: ti.template(), state: ti.template(), f, i, j, m, S, acc, P):
+    """Pixel p's final colour ``acc / S`` and alpha ``1 - P`` into ``out``, and ``(m, S,
+    P)`` into ``state`` for the backward pass."""
+    for c in ti.static(range(3)):
+        out[f, i, j, c] = acc[c] / S
+    out[f, i, j, 3] = 1.0 - P
+    state[f, i, j, 0] = m
+    state[f, i, j, 1] = S
+    state[f, i, j, 2] = P
+
+
+@ti.func
+def _in_box(bbox: ti.template(), f, t, i, j):
+    """Whether pixel (i, j) lies in face t's grown box (the pixel shape's per-face test)."""
+    return bbox[f, t, 2] <= i and i <= bbox[f, t, 3] and bbox[f, t, 0] <= j and j <= bbox[f, t, 1]
+
+
+@ti.func
+def _tile_box(bbox: ti.template(), f, t, ty, tx, tile, H, W):
+    """The pixel rows ``ia..ib`` and columns ``ja..jb`` where face t's box meets the tile."""
+    ia = ti.max(ty * tile, bbox[f, t, 2])
+    ib = ti.min(ti.min(ty * tile + tile, H) - 1, bbox[f, t, 3])
+    ja = ti.max(tx * tile, bbox[f, t, 0])
+    jb = ti.min(ti.min(tx * tile + tile, W) - 1, bbox[f, t, 1])
+    return ia, ib, ja, jb
+
+
 @ti.kernel
 def soft_forward(
     geom: NDA,
@@ -226,72 +309,197 @@ def soft_forward(
     tile: int,
     ntx: int,
     nty: int,
+    pixels: ti.template(),
 ):
-    """One thread per (frame, tile); for each binned face (in face order), loop over the
-    pixels of its box inside the tile and update the pixels' online softmax (the tile's
-    pixels belong to this thread only, so plain loads and stores suffice).
+    """Writes ``out[f, i, j] = (r, g, b, alpha)`` and ``state[f, i, j] = (m, S, P)`` (the
+    softmax shift, the weight sum and ``prod(1 - D)``) for the backward pass.
 
-    Writes ``out[f, i, j] = (r, g, b, alpha)`` and ``state[f, i, j] = (m, S, P)`` (the
-    softmax shift, the weight sum and ``prod(1 - D)``) for the backward pass."""
+    Each pixel takes its tile's faces in face order through the same :func:`_soft_face`
+    and :func:`_soft_merge` in both shapes (so the images are the same). ``pixels=0``
+    (the CPU's, see ``runtime.raster_shape``): one thread per (frame, tile), which for
+    each binned face loops over the pixels of the face's box inside the tile, keeping
+    the pixels' state in ``out``/``state`` (the tile's pixels belong to this thread only:
+    plain loads and stores). ``pixels=1`` (a GPU's): one thread per (frame, pixel), which
+    walks its tile's face list with the state in registers (pixels numbered tile by
+    tile, so that the threads of a warp share one list)."""
     F = out.shape[0]
     H = out.shape[1]
     W = out.shape[2]
     scale = 2.0 / H
-    for f, ty, tx in ti.ndrange(F, nty, ntx):
-        tid = (f * nty + ty) * ntx + tx
-        i_end = ti.min(ty * tile + tile, H)
-        j_end = ti.min(tx * tile + tile, W)
-        for i in range(ty * tile, i_end):
-            for j in range(tx * tile, j_end):
-                for c in ti.static(range(3)):
-                    out[f, i, j, c] = bg[i, j, c]
-                out[f, i, j, 3] = 1.0
-                state[f, i, j, 0] = eps
-                state[f, i, j, 1] = 1.0
-        for e in range(tile_start[tid], tile_start[tid + 1]):
-            t = entry_face[e]
-            ia = ti.max(ty * tile, bbox[f, t, 2])
-            ib = ti.min(i_end - 1, bbox[f, t, 3])
-            ja = ti.max(tx * tile, bbox[f, t, 0])
-            jb = ti.min(j_end - 1, bbox[f, t, 1])
-            for i in range(ia, ib + 1):
-                for j in range(ja, jb + 1):
-                    px = (j + 0.5) * scale
-                    py = (i + 0.5) * scale
-                    ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
-                    if ok:
-                        s = -1.0
-                        if inside:
-                            s = 1.0
-                        D, om = _sigmoid_pair(s * d2 / sigma)
-                        C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi = _shade(
-                            geom, col, uv, texid, tex, texsize, f, t, w
-                        )
-                        zn = (far - 1.0 / Q) / (far - near)
-                        m = state[f, i, j, 0]
-                        S = state[f, i, j, 1]
-                        acc = ti.Vector([out[f, i, j, 0], out[f, i, j, 1], out[f, i, j, 2]])
-                        if zn > m:
-                            r = ti.exp((m - zn) / gamma)
-                            S *= r
-                            acc *= r
-                            m = zn
-                        wgt = D * ti.exp((zn - m) / gamma)
-                        S = S + wgt
-                        acc = acc + wgt * C
-                        for c in ti.static(range(3)):
-                            out[f, i, j, c] = acc[c]
-                        out[f, i, j, 3] = out[f, i, j, 3] * om
-                        state[f, i, j, 0] = m
-                        state[f, i, j, 1] = S
-        for i in range(ty * tile, i_end):
-            for j in range(tx * tile, j_end):
+    if ti.static(pixels):
+        # tile-major: the threads of a warp share one tile and its face list
+        for f, ty, tx, k in ti.ndrange(F, nty, ntx, tile * tile):
+            i = ty * tile + k // tile
+            j = tx * tile + k % tile
+            if i < H and j < W:
+                tid = (f * nty + ty) * ntx + tx
+                px = (j + 0.5) * scale
+                py = (i + 0.5) * scale
+                m = eps
+                S = 1.0
+                acc = ti.Vector([bg[i, j, 0], bg[i, j, 1], bg[i, j, 2]])
+                P = 1.0
+                for e in range(tile_start[tid], tile_start[tid + 1]):
+                    t = entry_face[e]
+                    if _in_box(bbox, f, t, i, j):
+                        ok, D, om, zn, C = _soft_face(geom, col, uv, texid, tex, texsize, f,
+                                                      t, px, py, sigma, near, far,
+                                                      d2max)  # fmt: skip
+                        if ok:
+                            m, S, acc, P = _soft_merge(gamma, D, om, zn, C, m, S, acc, P)
+                _soft_store(out, state, f, i, j, m, S, acc, P)
+    else:
+        for f, ty, tx in ti.ndrange(F, nty, ntx):
+            tid = (f * nty + ty) * ntx + tx
+            i_end = ti.min(ty * tile + tile, H)
+            j_end = ti.min(tx * tile + tile, W)
+            for i in range(ty * tile, i_end):
+                for j in range(tx * tile, j_end):
+                    for c in ti.static(range(3)):
+                        out[f, i, j, c] = bg[i, j, c]
+                    out[f, i, j, 3] = 1.0
+                    state[f, i, j, 0] = eps
+                    state[f, i, j, 1] = 1.0
+            for e in range(tile_start[tid], tile_start[tid + 1]):
+                t = entry_face[e]
+                ia, ib, ja, jb = _tile_box(bbox, f, t, ty, tx, tile, H, W)
+                for i in range(ia, ib + 1):
+                    for j in range(ja, jb + 1):
+                        ok, D, om, zn, C = _soft_face(geom, col, uv, texid, tex, texsize, f, t,
+                                                      (j + 0.5) * scale, (i + 0.5) * scale,
+                                                      sigma, near, far, d2max)  # fmt: skip
+                        if ok:
+                            acc = ti.Vector([out[f, i, j, 0], out[f, i, j, 1], out[f, i, j, 2]])
+                            m, S, acc, P = _soft_merge(gamma, D, om, zn, C, state[f, i, j, 0],
+                                                       state[f, i, j, 1], acc,
+                                                       out[f, i, j, 3])  # fmt: skip
+                            for c in ti.static(range(3)):
+                                out[f, i, j, c] = acc[c]
+                            out[f, i, j, 3] = P
+                            state[f, i, j, 0] = m
+                            state[f, i, j, 1] = S
+            for i in range(ty * tile, i_end):
+                for j in range(tx * tile, j_end):
+                    acc = ti.Vector([out[f, i, j, 0], out[f, i, j, 1], out[f, i, j, 2]])
+                    _soft_store(out, state, f, i, j, state[f, i, j, 0], state[f, i, j, 1], acc,
+                                out[f, i, j, 3])  # fmt: skip
+
+
+@ti.func
+def _entry_backward(
+    geom: ti.template(),
+    col: ti.template(),
+    uv: ti.template(),
+    texid: ti.template(),
+    tex: ti.template(),
+    texsize: ti.template(),
+    bbox: ti.template(),
+    out: ti.template(),
+    state: ti.template(),
+    gout: ti.template(),
+    gentry: ti.template(),
+    gtex: ti.template(),
+    sigma,
+    gamma,
+    near,
+    far,
+    d2max,
+    tile,
+    want_tex,
+    e,
+    f,
+    t,
+    ty,
+    tx,
+):
+    """Gradient of tile entry e (face t of frame f in tile (ty, tx)): loops over the
+    pixels of the face's box inside the tile, accumulates in registers and writes
+    ``gentry[e, 0:27]`` once (9 geometry + 18 colour entries); texels by atomic adds."""
+    H = out.shape[1]
+    W = out.shape[2]
+    scale = 2.0 / H
+    inv_range = 1.0 / (far - near)
+    ia, ib, ja, jb = _tile_box(bbox, f, t, ty, tx, tile, H, W)
+    gg = ti.Vector([0.0] * 9)  # d/d(x0 y0 x1 y1 x2 y2 z0 z1 z2)
+    gc = ti.Vector([0.0] * 18)  # d/d(M, A)
+    x0, y0, x1, y1, x2, y2 = _corners(geom, f, t)
+    xs = ti.Vector([x0, x1, x2])
+    ys = ti.Vector([y0, y1, y2])
+    for i in range(ia, ib + 1):
+        for j in range(ja, jb + 1):
+            px = (j + 0.5) * scale
+            py = (i + 0.5) * scale
+            ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
+            if ok:
+                s = -1.0
+                if inside:
+                    s = 1.0
+                D, om = _sigmoid_pair(s * d2 / sigma)
+                C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi = _shade(
+                    geom, col, uv, texid, tex, texsize, f, t, w
+                )
+                zp = 1.0 / Q
+                zn = (far - zp) * inv_range
+                m = state[f, i, j, 0]
                 S = state[f, i, j, 1]
-                for c in ti.static(range(3)):
-                    out[f, i, j, c] = out[f, i, j, c] / S
-                P = out[f, i, j, 3]
-                state[f, i, j, 2] = P
-                out[f, i, j, 3] = 1.0 - P
+                P = state[f, i, j, 2]
+                ex = ti.exp((zn - m) / gamma)
+                wj = D * ex
+                gs = ti.Vector([gout[f, i, j, 0], gout[f, i, j, 1], gout[f, i, j, 2]]) / S
+                rgb = ti.Vector([out[f, i, j, 0], out[f, i, j, 1], out[f, i, j, 2]])
+                g_w = gs.dot(C - rgb)
+                gC = gs * wj
+                g_zn = g_w * wj / gamma
+                g_x = g_w * ex * D * om + gout[f, i, j, 3] * P * D
+                # nearest-edge distance: envelope theorem on the segment parameter
+                g_d2 = g_x * s / sigma
+                for k in ti.static(range(3)):
+                    if edge == k:
+                        k1 = (k + 1) % 3
+                        rx = px - xs[k] - te * (xs[k1] - xs[k])
+                        ry = py - ys[k] - te * (ys[k1] - ys[k])
+                        gg[2 * k] += -2.0 * g_d2 * rx * (1.0 - te)
+                        gg[2 * k + 1] += -2.0 * g_d2 * ry * (1.0 - te)
+                        gg[2 * k1] += -2.0 * g_d2 * rx * te
+                        gg[2 * k1 + 1] += -2.0 * g_d2 * ry * te
+                # colour
+                gT = gC * Mi
+                g_u = gT.dot(Tu)
+                g_v = gT.dot(Tv)
+                gb = ti.Vector([0.0, 0.0, 0.0])
+                for k in ti.static(range(3)):
+                    for c in ti.static(range(3)):
+                        gc[3 * k + c] += gC[c] * T[c] * b[k]
+                        gc[9 + 3 * k + c] += gC[c] * b[k]
+                        Mc = col[f, t, 3 * k + c]
+                        gb[k] += gC[c] * (Mc * T[c] + col[f, t, 9 + 3 * k + c])
+                    gb[k] += g_u * uv[t, 2 * k] + g_v * uv[t, 2 * k + 1]
+                if want_tex != 0 and texid[t] >= 0:
+                    _tex_scatter(gtex, texsize, texid[t], uu, vv, gT)
+                # perspective-correct barycentrics and depth
+                g_zp = -g_zn * inv_range
+                gq = (gb - gb.dot(b)) / Q - g_zp * zp * zp
+                gwc = gq / z
+                for k in ti.static(range(3)):
+                    gg[6 + k] += -gq[k] * q[k] / z[k]
+                gu = (gwc - gwc.dot(wc)) / U
+                gw = ti.Vector([0.0, 0.0, 0.0])
+                for k in ti.static(range(3)):
+                    if 0.0 <= w[k] and w[k] <= 1.0:
+                        gw[k] = gu[k]
+                gn = (gw - gw.dot(w)) / area
+                # n_k = cross(v_{k+1} - p, v_{k+2} - p)
+                for k in ti.static(range(3)):
+                    k1 = (k + 1) % 3
+                    k2 = (k + 2) % 3
+                    gg[2 * k1] += gn[k] * (ys[k2] - py)
+                    gg[2 * k1 + 1] += -gn[k] * (xs[k2] - px)
+                    gg[2 * k2] += -gn[k] * (ys[k1] - py)
+                    gg[2 * k2 + 1] += gn[k] * (xs[k1] - px)
+    for k in ti.static(range(9)):
+        gentry[e, k] = gg[k]
+    for k in ti.static(range(18)):
+        gentry[e, 9 + k] = gc[k]
 
 
 @ti.kernel
@@ -305,6 +513,7 @@ def soft_backward(
     bbox: NDA,
     tile_start: NDA,
     entry_face: NDA,
+    entry_tile: NDA,
     out: NDA,
     state: NDA,
     gout: NDA,
@@ -320,107 +529,48 @@ def soft_backward(
     ntx: int,
     nty: int,
     want_tex: int,
+    num_entries: int,
+    pixels: ti.template(),
 ):
-    """One thread per (frame, tile); for each binned face, loop over the pixels of the
-    face's box inside the tile and accumulate the face's gradient in registers, then
-    write it once to ``gentry[e, 0:27]`` (9 geometry + 18 colour entries). No two
-    threads write the same entry, so there are no atomics except for texels. Faces with
-    ``face_grad[t] == 0`` (static, nothing learnable: a ground, a backdrop) are skipped;
-    their entries stay zero."""
-    F = out.shape[0]
-    H = out.shape[1]
-    W = out.shape[2]
-    scale = 2.0 / H
-    inv_range = 1.0 / (far - near)
-    for f, ty, tx in ti.ndrange(F, nty, ntx):
-        tid = (f * nty + ty) * ntx + tx
-        for e in range(tile_start[tid], tile_start[tid + 1]):
+    """Per tile entry (a face in a tile), its gradient by :func:`_entry_backward` into
+    ``gentry[e]``: no two entries write the same row, so there are no atomics except for
+    texels, and both shapes give the same rows. ``pixels=0`` (the CPU's): one thread per
+    (frame, tile) takes the tile's entries in turn; ``pixels=1`` (a GPU's): one thread
+    per entry (``entry_tile[e]`` says its tile). Faces with ``face_grad[t] == 0``
+    (static, nothing learnable: a ground, a backdrop) are skipped; their entries stay
+    zero."""
+    if ti.static(pixels):
+        for e in range(num_entries):
             t = entry_face[e]
             if face_grad[t] != 0:
-                ia = ti.max(ty * tile, bbox[f, t, 2])
-                ib = ti.min(ti.min(ty * tile + tile, H) - 1, bbox[f, t, 3])
-                ja = ti.max(tx * tile, bbox[f, t, 0])
-                jb = ti.min(ti.min(tx * tile + tile, W) - 1, bbox[f, t, 1])
-                gg = ti.Vector([0.0] * 9)  # d/d(x0 y0 x1 y1 x2 y2 z0 z1 z2)
-                gc = ti.Vector([0.0] * 18)  # d/d(M, A)
-                xs = ti.Vector([geom[f, t, 0], geom[f, t, 2], geom[f, t, 4]])
-                ys = ti.Vector([geom[f, t, 1], geom[f, t, 3], geom[f, t, 5]])
-                for i in range(ia, ib + 1):
-                    for j in range(ja, jb + 1):
-                        px = (j + 0.5) * scale
-                        py = (i + 0.5) * scale
-                        ok, inside, w, area, d2, te, edge = _coverage(geom, f, t, px, py, d2max)
-                        if ok:
-                            s = -1.0
-                            if inside:
-                                s = 1.0
-                            D, om = _sigmoid_pair(s * d2 / sigma)
-                            C, wc, U, z, q, Q, b, uu, vv, T, Tu, Tv, Mi = _shade(
-                                geom, col, uv, texid, tex, texsize, f, t, w
-                            )
-                            zp = 1.0 / Q
-                            zn = (far - zp) * inv_range
-                            m = state[f, i, j, 0]
-                            S = state[f, i, j, 1]
-                            P = state[f, i, j, 2]
-                            ex = ti.exp((zn - m) / gamma)
-                            wj = D * ex
-                            gs = ti.Vector([gout[f, i, j, 0], gout[f, i, j, 1],
-                                            gout[f, i, j, 2]]) / S
-                            rgb = ti.Vector([out[f, i, j, 0], out[f, i, j, 1], out[f, i, j, 2]])
-                            g_w = gs.dot(C - rgb)
-                            gC = gs * wj
-                            g_zn = g_w * wj / gamma
-                            g_x = g_w * ex * D * om + gout[f, i, j, 3] * P * D
-                            # nearest-edge distance: envelope theorem on the segment parameter
-                            g_d2 = g_x * s / sigma
-                            for k in ti.static(range(3)):
-                                if edge == k:
-                                    k1 = (k + 1) % 3
-                                    rx = px - xs[k] - te * (xs[k1] - xs[k])
-                                    ry = py - ys[k] - te * (ys[k1] - ys[k])
-                                    gg[2 * k] += -2.0 * g_d2 * rx * (1.0 - te)
-                                    gg[2 * k + 1] += -2.0 * g_d2 * ry * (1.0 - te)
-                                    gg[2 * k1] += -2.0 * g_d2 * rx * te
-                                    gg[2 * k1 + 1] += -2.0 * g_d2 * ry * te
-                            # colour
-                            gT = gC * Mi
-                            g_u = gT.dot(Tu)
-                            g_v = gT.dot(Tv)
-                            gb = ti.Vector([0.0, 0.0, 0.0])
-                            for k in ti.static(range(3)):
-                                for c in ti.static(range(3)):
-                                    gc[3 * k + c] += gC[c] * T[c] * b[k]
-                                    gc[9 + 3 * k + c] += gC[c] * b[k]
-                                    Mc = col[f, t, 3 * k + c]
-                                    gb[k] += gC[c] * (Mc * T[c] + col[f, t, 9 + 3 * k + c])
-                                gb[k] += g_u * uv[t, 2 * k] + g_v * uv[t, 2 * k + 1]
-                            if want_tex != 0 and texid[t] >= 0:
-                                _tex_scatter(gtex, texsize, texid[t], uu, vv, gT)
-                            # perspective-correct barycentrics and depth
-                            g_zp = -g_zn * inv_range
-                            gq = (gb - gb.dot(b)) / Q - g_zp * zp * zp
-                            gwc = gq / z
-                            for k in ti.static(range(3)):
-                                gg[6 + k] += -gq[k] * q[k] / z[k]
-                            gu = (gwc - gwc.dot(wc)) / U
-                            gw = ti.Vector([0.0, 0.0, 0.0])
-                            for k in ti.static(range(3)):
-                                if 0.0 <= w[k] and w[k] <= 1.0:
-                                    gw[k] = gu[k]
-                            gn = (gw - gw.dot(w)) / area
-                            # n_k = cross(v_{k+1} - p, v_{k+2} - p)
-                            for k in ti.static(range(3)):
-                                k1 = (k + 1) % 3
-                                k2 = (k + 2) % 3
-                                gg[2 * k1] += gn[k] * (ys[k2] - py)
-                                gg[2 * k1 + 1] += -gn[k] * (xs[k2] - px)
-                                gg[2 * k2] += -gn[k] * (ys[k1] - py)
-                                gg[2 * k2 + 1] += gn[k] * (xs[k1] - px)
-                for k in ti.static(range(9)):
-                    gentry[e, k] = gg[k]
-                for k in ti.static(range(18)):
-                    gentry[e, 9 + k] = gc[k]
+                tid = ti.cast(entry_tile[e], ti.i32)
+                f = tid // (nty * ntx)
+                ty = tid % (nty * ntx) // ntx
+                tx = tid % ntx
+                _entry_backward(geom, col, uv, texid, tex, texsize, bbox, out, state, gout,
+                                gentry, gtex, sigma, gamma, near, far, d2max, tile, want_tex,
+                                e, f, t, ty, tx)  # fmt: skip
+    else:
+        for f, ty, tx in ti.ndrange(out.shape[0], nty, ntx):
+            tid = (f * nty + ty) * ntx + tx
+            for e in range(tile_start[tid], tile_start[tid + 1]):
+                t = entry_face[e]
+                if face_grad[t] != 0:
+                    _entry_backward(geom, col, uv, texid, tex, texsize, bbox, out, state, gout,
+                                    gentry, gtex, sigma, gamma, near, far, d2max, tile,
+                                    want_tex, e, f, t, ty, tx)  # fmt: skip
+
+
+@ti.func
+def _zbuffer_depth(geom: ti.template(), f, t, px, py, near):
+    """Whether face t covers point p in front of ``near``, and its depth there."""
+    w = _pixel_barycentric(geom, f, t, px, py)
+    hit = False
+    zp = 0.0
+    if w[0] >= 0.0 and w[1] >= 0.0 and w[2] >= 0.0:
+        zp = 1.0 / (w[0] / geom[f, t, 6] + w[1] / geom[f, t, 7] + w[2] / geom[f, t, 8])
+        hit = zp >= near
+    return hit, zp
 
 
 @ti.kernel
@@ -436,29 +586,47 @@ def hard_zbuffer(
     tile: int,
     ntx: int,
     nty: int,
+    pixels: ti.template(),
 ):
-    """Z-buffer: one thread per (frame, tile); ``face_id[f, i, j]`` gets the nearest face
-    whose triangle contains the pixel centre with depth in [near, far] (-1 if none;
-    ties go to the lower face index). ``zbuf`` must come in filled with ``far``."""
+    """Z-buffer: ``face_id[f, i, j]`` gets the nearest face whose triangle contains the
+    pixel centre with depth in [near, far] (-1 if none; ties go to the lower face index).
+    ``zbuf`` must come in filled with ``far``. ``pixels=0``: one thread per (frame, tile)
+    (the CPU's); ``pixels=1``: one per (frame, pixel), walking its tile's faces in the
+    same order (a GPU's; pixels numbered tile by tile, so that a warp shares one list)."""
     F = face_id.shape[0]
     H = face_id.shape[1]
     W = face_id.shape[2]
     scale = 2.0 / H
-    for f, ty, tx in ti.ndrange(F, nty, ntx):
-        tid = (f * nty + ty) * ntx + tx
-        for e in range(tile_start[tid], tile_start[tid + 1]):
-            t = entry_face[e]
-            ia = ti.max(ty * tile, bbox[f, t, 2])
-            ib = ti.min(ti.min(ty * tile + tile, H) - 1, bbox[f, t, 3])
-            ja = ti.max(tx * tile, bbox[f, t, 0])
-            jb = ti.min(ti.min(tx * tile + tile, W) - 1, bbox[f, t, 1])
-            for i in range(ia, ib + 1):
-                for j in range(ja, jb + 1):
-                    w = _pixel_barycentric(geom, f, t, (j + 0.5) * scale, (i + 0.5) * scale)
-                    if w[0] >= 0.0 and w[1] >= 0.0 and w[2] >= 0.0:
-                        zp = 1.0 / (w[0] / geom[f, t, 6] + w[1] / geom[f, t, 7]
-                                    + w[2] / geom[f, t, 8])
-                        if zp >= near and zp < zbuf[f, i, j]:
+    if ti.static(pixels):
+        # tile-major: the threads of a warp share one tile and its face list
+        for f, ty, tx, k in ti.ndrange(F, nty, ntx, tile * tile):
+            i = ty * tile + k // tile
+            j = tx * tile + k % tile
+            if i < H and j < W:
+                tid = (f * nty + ty) * ntx + tx
+                zb = zbuf[f, i, j]
+                fid = face_id[f, i, j]
+                for e in range(tile_start[tid], tile_start[tid + 1]):
+                    t = entry_face[e]
+                    if _in_box(bbox, f, t, i, j):
+                        hit, zp = _zbuffer_depth(geom, f, t, (j + 0.5) * scale,
+                                                 (i + 0.5) * scale, near)  # fmt: skip
+                        if hit and zp < zb:
+                            zb = zp
+                            fid = t
+                zbuf[f, i, j] = zb
+                face_id[f, i, j] = fid
+    else:
+        for f, ty, tx in ti.ndrange(F, nty, ntx):
+            tid = (f * nty + ty) * ntx + tx
+            for e in range(tile_start[tid], tile_start[tid + 1]):
+                t = entry_face[e]
+                ia, ib, ja, jb = _tile_box(bbox, f, t, ty, tx, tile, H, W)
+                for i in range(ia, ib + 1):
+                    for j in range(ja, jb + 1):
+                        hit, zp = _zbuffer_depth(geom, f, t, (j + 0.5) * scale,
+                                                 (i + 0.5) * scale, near)  # fmt: skip
+                        if hit and zp < zbuf[f, i, j]:
                             zbuf[f, i, j] = zp
                             face_id[f, i, j] = t
 

@@ -24,16 +24,20 @@ def stack_textures(textures: list[torch.Tensor], dtype) -> tuple[torch.Tensor, t
     return torch.stack(padded).contiguous(), sizes
 
 
-def sample_bilinear(tex, texsize, texid, u, v) -> torch.Tensor:
-    """Colours ``[..., 3]`` at ``(u, v)`` of textures ``texid`` (same shape as u; -1: ones)."""
+def sample_bilinear(tex, texsize, texid, u, v, sizes=None) -> torch.Tensor:
+    """Colours ``[..., 3]`` at ``(u, v)`` of textures ``texid`` (same shape as u; -1: ones).
+
+    ``sizes``: the textures' ``(rows, columns)`` as Python ints when the caller has them
+    (the rasterizer does); without, they are read from ``texsize`` (on CUDA a wait for
+    the device per texture)."""
     out = torch.ones(*u.shape, 3, dtype=u.dtype, device=u.device)
     if tex is None:
         return out
+    if sizes is None:
+        sizes = texsize.tolist()
     for k in range(tex.shape[0]):
         sel = texid == k
-        if not bool(sel.any()):
-            continue
-        ht, wt = int(texsize[k, 0]), int(texsize[k, 1])
+        ht, wt = int(sizes[k][0]), int(sizes[k][1])
         x = u * wt - 0.5
         y = (1.0 - v) * ht - 0.5
         xf = torch.floor(x).detach()

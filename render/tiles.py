@@ -2,7 +2,9 @@
 
 Each face gets an inclusive pixel box grown by the sigmoid's reach; the image is cut
 into ``tile x tile`` tiles and every (frame, tile) gets the list of faces whose box
-meets it, in increasing face order (a stable sort keeps runs deterministic).
+meets it, in increasing face order (a stable sort keeps runs deterministic). The
+rasterizer's kernels walk these lists per tile or per pixel, and the backward pass per
+entry (see ``runtime.raster_shape``).
 :func:`bin_faces` does it with two Taichi kernels and a few torch calls;
 :func:`bin_faces_torch` is the same in plain torch (kept as a cross-check for tests).
 """
@@ -22,6 +24,7 @@ class Bins:
     bbox: torch.Tensor  # [F, T, 4]: j0 j1 i0 i1, inclusive; empty (1, 0, 1, 0) when culled
     tile_start: torch.Tensor  # [F * nty * ntx + 1]
     entry_face: torch.Tensor  # [E'] face index within its frame (E' = max(E, 1))
+    entry_tile: torch.Tensor  # [E'] int64: the entry's tile, (f * nty + ty) * ntx + tx
     entry_key: torch.Tensor  # [E] int64: f * T + face, for reducing per-entry gradients
     tile: int
     ntx: int
@@ -76,7 +79,7 @@ def bin_faces_torch(
     ntile_x = torch.where(keep, tx1 - tx0 + 1, torch.zeros_like(tx0))
     ntile_y = torch.where(keep, ty1 - ty0 + 1, torch.zeros_like(ty0))
     counts = (ntile_x * ntile_y).reshape(-1)
-    E = int(counts.sum())
+    E = int(counts.sum())  # a host read; this torch version is a test cross-check only
     dev = geom.device
     ft = torch.repeat_interleave(torch.arange(F * T, dtype=torch.int64, device=dev), counts)
     start = torch.cumsum(counts, 0) - counts
@@ -93,12 +96,15 @@ def bin_faces_torch(
     tile_start = torch.zeros(ntiles + 1, dtype=torch.int64, device=dev)
     tile_start[1:] = torch.cumsum(tile_count, 0)
     entry_face = (ft % T).to(torch.int32)
+    entry_tile = key
     if E == 0:
         entry_face = torch.zeros(1, dtype=torch.int32, device=dev)
+        entry_tile = torch.zeros(1, dtype=torch.int64, device=dev)
     return Bins(
         bbox=bbox,
         tile_start=tile_start.to(torch.int32),
         entry_face=entry_face.contiguous(),
+        entry_tile=entry_tile.contiguous(),
         entry_key=ft,
         tile=tile,
         ntx=ntx,
@@ -191,8 +197,12 @@ def bin_faces(
     _face_boxes(g, bbox, counts, near, reach * 0.5 * height, tile, width, height)
     offsets = torch.zeros(F * T + 1, dtype=torch.int64, device=dev)
     torch.cumsum(counts, 0, out=offsets[1:])
-    # A host read on every render call (a wait for the device on CUDA): the entry
-    # buffers' size. Binning without it needs a capacity bound or a per-pixel rasterizer.
+    # A host read that stays (on CUDA a wait for the device, after two short kernels): the
+    # entry count sizes the entry buffers, their sort and the backward pass's per-entry
+    # gradients, and torch needs sizes on the host. A capacity kept between calls needs
+    # the same read to check it (or drops entries silently when a mesh comes nearer), and
+    # the shapes alone bound it only by F * T * tiles (any face's box may cover the
+    # image). On the CPU it is a plain memory read.
     E = int(offsets[-1])
     keys = torch.empty(max(E, 1), dtype=torch.int64, device=dev)
     ft = torch.empty(max(E, 1), dtype=torch.int64, device=dev)
@@ -205,10 +215,12 @@ def bin_faces(
     torch.cumsum(torch.bincount(keys, minlength=ntiles), 0, out=tile_start[1:])
     entry_face = ((ft % T).to(torch.int32) if E > 0
                   else torch.zeros(1, dtype=torch.int32, device=dev))
+    entry_tile = keys if E > 0 else torch.zeros(1, dtype=torch.int64, device=dev)
     return Bins(
         bbox=bbox,
         tile_start=tile_start.to(torch.int32),
         entry_face=entry_face,
+        entry_tile=entry_tile,
         entry_key=ft,
         tile=tile,
         ntx=ntx,

@@ -84,12 +84,17 @@ if [ "$QUICK" = 1 ]; then
     run_step "bench_$b" 60 "$PY" "$REPO/benchmarks/bench_$b.py" --quick \
       --json "$OUT_DIR/bench_$b.json"
   done
+  # the rasterizer in the CPU's kernel shape on the GPU, against bench_render's pixel shape
+  run_step bench_render_tile 60 env GRADSIM_RASTER_SHAPE=tile "$PY" \
+    "$REPO/benchmarks/bench_render.py" --quick --json "$OUT_DIR/bench_render_tile.json"
   run_step profile_estimation 100 "$PY" "$REPO/benchmarks/profile_estimation.py" \
     --scenes rigid-mass --iters 2 --json "$OUT_DIR/profile_estimation.json"
 else
   for b in particles cloth fem rigid render launch; do
     run_step "bench_$b" 900 "$PY" "$REPO/benchmarks/bench_$b.py" --json "$OUT_DIR/bench_$b.json"
   done
+  run_step bench_render_tile 900 env GRADSIM_RASTER_SHAPE=tile "$PY" \
+    "$REPO/benchmarks/bench_render.py" --json "$OUT_DIR/bench_render_tile.json"
   run_step profile_estimation 900 "$PY" "$REPO/benchmarks/profile_estimation.py" \
     --iters 3 --json "$OUT_DIR/profile_estimation.json"
 fi

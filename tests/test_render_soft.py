@@ -305,9 +305,12 @@ def test_taichi_binning_matches_torch_binning():
     for reach in (0.0, 0.05):
         a = bin_faces(geom, 0.5, 70, 50, reach, 8)
         b = bin_faces_torch(geom, face_valid(geom, 0.5), 70, 50, reach, 8)
-        for k in ("bbox", "tile_start", "entry_face", "entry_key"):
+        for k in ("bbox", "tile_start", "entry_face", "entry_tile", "entry_key"):
             assert torch.equal(getattr(a, k), getattr(b, k)), k
         assert a.entry_key.numel() > 0
+        # each entry's tile is the one whose range of tile_start holds it
+        tiles = torch.arange(a.tile_start.numel() - 1)
+        assert torch.equal(a.entry_tile, tiles.repeat_interleave(a.tile_start.diff().long()))
 
 
 def test_function_input_errors():
