@@ -95,6 +95,7 @@ def test_preset_to_file_to_scene_rolls_out_the_same(name):
 ESTIMATE = dict(iters=3, warmup=(0, 0))
 
 
+@pytest.mark.slow  # ~12 s each; the rollouts and renders above are already equal
 @pytest.mark.parametrize("name", list(REFERENCES))
 def test_a_short_estimation_lands_where_the_class_did(name):
     from gradsim_taichi.estimation import estimate, render_target
