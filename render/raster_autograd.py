@@ -168,7 +168,7 @@ class SoftRasterFunction(torch.autograd.Function):
         )  # fmt: skip
         gface = torch.zeros(F * T, 27, dtype=geom.dtype, device=geom.device)
         if E > 0:
-            gface.index_add_(0, bins.entry_key, gentry[:E])
+            K.sum_entries(gentry, bins.entry_key, gface, E, runtime.serial(E * 27, 1.0))
         gface = gface.reshape(F, T, 27)
         gxy = gface[..., 0:6].reshape(F, T, 3, 2)
         gz = gface[..., 6:9].contiguous()

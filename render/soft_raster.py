@@ -653,3 +653,17 @@ def hard_colours(
             C = _shade(geom, col, uv, texid, tex, texsize, f, t, w)[0]
             for c in ti.static(range(3)):
                 rgb[f, i, j, c] = C[c]
+
+
+@ti.kernel
+def sum_entries(gentry: NDA, key: NDA, gface: NDA, count: ti.i32, serialize: ti.template()):
+    """``gface[key[e]] += gentry[e]`` for the first ``count`` tile entries: the backward
+    pass's per-entry gradient rows added into their faces' (a face's entries lie in
+    several tiles). A Taichi loop under the engine's serial policy (``serialize``): a
+    torch ``index_add_`` of the same rows ran on torch's own threads, which on a loaded
+    2-core machine waited tens of milliseconds for a core."""
+    ti.loop_config(serialize=serialize)
+    for e in range(count):
+        k = key[e]
+        for c in ti.static(range(27)):  # xy (6), z (3), corner colours (18)
+            gface[k, c] += gentry[e, c]
