@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import torch
 from tqdm.auto import tqdm
 
+from gradsim_taichi import runtime
 from gradsim_taichi.errors import OutputLockedError, StateError
 
 try:
@@ -115,7 +116,7 @@ def run(job: Job, iters: int, out_dir=None, resume: bool = False, save_every: in
         raise ValueError(f"iters must be a positive integer; got {iters!r}")
     if isinstance(save_every, bool) or int(save_every) != save_every or save_every < 1:
         raise ValueError(f"save_every must be a positive integer; got {save_every!r}")
-    with locked(out_dir):
+    with locked(out_dir), runtime.job_torch_threads():
         return _run(job, iters, out_dir, resume, save_every, progress, callback, desc)
 
 

@@ -197,3 +197,25 @@ def test_a_job_that_converges_ends_early_as_done_and_saves_its_state(tmp_path):
     assert rec.status == "done" and rec.message == "converged at 21"
     assert rec.iterations == 22
     assert torch.load(tmp_path / "state.pt", weights_only=False)["iteration"] == 22
+
+
+def test_iterations_run_on_one_torch_thread_on_the_cpu_and_restore_it(monkeypatch):
+    from gradsim_taichi import runtime
+
+    class Seen(Quadratic):
+        def step(self, it):
+            threads.append(torch.get_num_threads())
+            return super().step(it)
+
+    before = torch.get_num_threads()
+    threads = []
+    run_loop.run(Seen(), 2, progress=False)
+    assert threads == ([1, 1] if runtime.torch_device().type == "cpu" else [before] * 2)
+    assert torch.get_num_threads() == before
+    monkeypatch.setenv("GRADSIM_TORCH_THREADS", "3")
+    threads = []
+    run_loop.run(Seen(), 1, progress=False)
+    assert threads == [3] and torch.get_num_threads() == before
+    monkeypatch.setenv("GRADSIM_TORCH_THREADS", "two")
+    with pytest.raises(ValueError, match="GRADSIM_TORCH_THREADS must be a positive integer"):
+        run_loop.run(Seen(), 1, progress=False)
