@@ -374,7 +374,8 @@ def estimate(
     if flight is not None:
         result.warnings += _contact_pull(flight, result.stages[-1])
     if uncertainty:
-        result.uncertainty = local_uncertainty(job)
+        with runtime.job_torch_threads():  # simulations and renders, like the iterations
+            result.uncertainty = local_uncertainty(job)
         result.warnings += result.uncertainty.get("warnings", [])
     # one more evaluation, after the uncertainty: benchmarks/profile_estimation.py counts
     # the iterations' share of the time up to the uncertainty

@@ -220,7 +220,8 @@ def serial(count: int, ns_per_item: float = 10.0) -> bool:
 
 @contextlib.contextmanager
 def job_torch_threads():
-    """Within: torch's intra-op threads for an estimation's or a training's iterations.
+    """Within: torch's intra-op threads for an estimation's or a training's iterations
+    (and an estimation's uncertainty).
     On the CPU one (``GRADSIM_TORCH_THREADS`` overrides): the engine's own loops run on
     Taichi's threads under :func:`serial`, and the torch work around them (projection,
     shading, losses, blur on images of a few MB) paid more for waking a second thread
