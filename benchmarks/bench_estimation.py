@@ -137,7 +137,7 @@ def bench_against(name: str, python: str, repeats: int, seed: int) -> dict:
     return {"case": name, "ours_s": a["s"], "reference_s": b["s"],
             "speedup": b["s"] / a["s"], "iterations": a["iterations"],
             "reference_iterations": b["iterations"], "max_rel_difference": diff,
-            "rel_err": a["rel_err"]}
+            "rel_err": a["rel_err"], "reference_rel_err": b["rel_err"]}
 
 
 def main(argv=None) -> int:
