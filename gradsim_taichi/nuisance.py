@@ -235,7 +235,11 @@ class Nuisance:
         # (a shadow only darkens, and at most to black)
         cast = 1.0 - self.params["shadow_strength"].clamp(0.0, 1.0) * cover
         ao = self.occlusion(camera, [verts[k] for k in moving])
-        return cast * (1.0 - self.params["occlusion_strength"].clamp(0.0, 1.0) * ao)
+        # (within [0, 1], the bound passing the gradient on: clamped like the shadow's
+        # strength, one first step below 0 left the occlusion out for good)
+        a = self.params["occlusion_strength"]
+        a = a + (a.clamp(0.0, 1.0) - a).detach()
+        return cast * (1.0 - a * ao)
 
     def ground_points(self, camera) -> tuple[torch.Tensor, torch.Tensor]:
         """Where each pixel's centre ray meets the ground plane: the points ``[H, W, 3]``
