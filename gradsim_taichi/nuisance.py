@@ -136,7 +136,7 @@ class Nuisance:
                                  "(the shadow is cast along the light onto the ground)")
             self.ground_height = ground.height
             self.params["shadow_strength"] = learned(0.0)
-            self.params["occlusion_strength"] = learned(0.0)
+            self.params["occlusion_strength"] = learned(float(__import__("os").environ.get("OCC0", "0")))
         self.target = target[..., :3]
         self.plate = None
         self.background = None  # the last background used (for the report)
@@ -238,7 +238,9 @@ class Nuisance:
         # (within [0, 1], the bound passing the gradient on: clamped like the shadow's
         # strength, one first step below 0 left the occlusion out for good)
         a = self.params["occlusion_strength"]
-        a = a + (a.clamp(0.0, 1.0) - a).detach()
+        import os
+        lo = float(os.environ.get("OCC_LO", "0"))
+        a = a.clamp(lo, 1.0) if os.environ.get("OCC_HARD") else a + (a.clamp(0.0, 1.0) - a).detach()
         return cast * (1.0 - a * ao)
 
     def ground_points(self, camera) -> tuple[torch.Tensor, torch.Tensor]:
@@ -270,7 +272,7 @@ class Nuisance:
         total = 0.0
         for v in verts:
             c = v.mean(1)                                              # [F, 3]
-            r2 = ((v - c[:, None]) ** 2).sum(-1).mean(1)                # [F]
+            r2 = ((v - c[:, None]) ** 2).sum(-1).mean(1) * float(__import__("os").environ.get("OCC_K", "1")) ** 2
             rel = c[:, None, None, :] - p                               # [F, H, W, 3]
             d2 = (rel ** 2).sum(-1)
             height = rel[..., 1]
