@@ -136,7 +136,7 @@ class Nuisance:
                                  "(the shadow is cast along the light onto the ground)")
             self.ground_height = ground.height
             self.params["shadow_strength"] = learned(0.0)
-            self.params["occlusion_strength"] = learned(float(__import__("os").environ.get("OCC0", "0")))
+            self.params["occlusion_strength"] = learned(0.0)
         self.target = target[..., :3]
         self.plate = None
         self.background = None  # the last background used (for the report)
@@ -234,14 +234,11 @@ class Nuisance:
         cover = blur_frames(r(flat)[..., 3:], SHADOW_BLUR)
         # (a shadow only darkens, and at most to black)
         cast = 1.0 - self.params["shadow_strength"].clamp(0.0, 1.0) * cover
-        ao = self.occlusion(camera, [verts[k] for k in moving])
-        # (within [0, 1], the bound passing the gradient on: clamped like the shadow's
-        # strength, one first step below 0 left the occlusion out for good)
+        # (within [0, 1], the bound passing the gradient on: a plain clamp, like the cast
+        # shadow's, left the occlusion out for good after one first step below 0)
         a = self.params["occlusion_strength"]
-        import os
-        lo = float(os.environ.get("OCC_LO", "0"))
-        a = a.clamp(lo, 1.0) if os.environ.get("OCC_HARD") else a + (a.clamp(0.0, 1.0) - a).detach()
-        return cast * (1.0 - a * ao)
+        a = a + (a.clamp(0.0, 1.0) - a).detach()
+        return cast * (1.0 - a * self.occlusion(camera, [verts[k] for k in moving]))
 
     def ground_points(self, camera) -> tuple[torch.Tensor, torch.Tensor]:
         """Where each pixel's centre ray meets the ground plane: the points ``[H, W, 3]``
@@ -272,7 +269,7 @@ class Nuisance:
         total = 0.0
         for v in verts:
             c = v.mean(1)                                              # [F, 3]
-            r2 = ((v - c[:, None]) ** 2).sum(-1).mean(1) * float(__import__("os").environ.get("OCC_K", "1")) ** 2
+            r2 = ((v - c[:, None]) ** 2).sum(-1).mean(1)                # [F]
             rel = c[:, None, None, :] - p                               # [F, H, W, 3]
             d2 = (rel ** 2).sum(-1)
             height = rel[..., 1]
