@@ -31,7 +31,14 @@ that the optimiser learns together with the physical ones; none changes the simu
   that moves with the object is what a static background cannot take in; the robust
   loss only down-weights it. The blur is not learned: learned too, the fit found a
   sharp, faint shadow or a wide, dark one depending on the initial guess, and the mass
-  followed.
+  followed. With it, the ground's ambient occlusion by the objects (the sky they hide
+  from the ground below and around them, a soft darkening that deepens as they come
+  down): each moving part taken as a sphere (centre: its vertices' mean; radius: their
+  root-mean-square distance from it), which hides ``F = (r / d)^2 cos(theta)`` of the
+  cosine-weighted sky of the ground point a pixel's ray meets (``d`` from that point to
+  the centre, ``theta`` from the ground's normal; exact for a sphere), darkening by
+  ``1 - occlusion_strength * F`` (from 0; used within [0, 1]), times the cast shadow's
+  factor.
 
 The uncertainty reported at the end is that of the physical parameters with the
 nuisance ones held at their estimates.
