@@ -31,7 +31,14 @@ that the optimiser learns together with the physical ones; none changes the simu
   that moves with the object is what a static background cannot take in; the robust
   loss only down-weights it. The blur is not learned: learned too, the fit found a
   sharp, faint shadow or a wide, dark one depending on the initial guess, and the mass
-  followed.
+  followed. With it, the ground's ambient occlusion by the objects (the sky they hide
+  from the ground below and around them, a soft darkening that deepens as they come
+  down): each moving part taken as a sphere (centre: its vertices' mean; radius: their
+  root-mean-square distance from it), which hides ``F = (r / d)^2 cos(theta)`` of the
+  cosine-weighted sky of the ground point a pixel's ray meets (``d`` from that point to
+  the centre, ``theta`` from the ground's normal; exact for a sphere), darkening by
+  ``1 - occlusion_strength * F`` (from 0; used within [0, 1]), times the cast shadow's
+  factor.
 
 The uncertainty reported at the end is that of the physical parameters with the
 nuisance ones held at their estimates.
@@ -136,6 +143,7 @@ class Nuisance:
                                  "(the shadow is cast along the light onto the ground)")
             self.ground_height = ground.height
             self.params["shadow_strength"] = learned(0.0)
+            self.params["occlusion_strength"] = learned(0.0)
         self.target = target[..., :3]
         self.plate = None
         self.background = None  # the last background used (for the report)
@@ -232,7 +240,52 @@ class Nuisance:
         r = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
         cover = blur_frames(r(flat)[..., 3:], SHADOW_BLUR)
         # (a shadow only darkens, and at most to black)
-        return 1.0 - self.params["shadow_strength"].clamp(0.0, 1.0) * cover
+        cast = 1.0 - self.params["shadow_strength"].clamp(0.0, 1.0) * cover
+        # (within [0, 1], the bound passing the gradient on: a plain clamp, like the cast
+        # shadow's, left the occlusion out for good after one first step below 0)
+        a = self.params["occlusion_strength"]
+        a = a + (a.clamp(0.0, 1.0) - a).detach()
+        return cast * (1.0 - a * self.occlusion(camera, [verts[k] for k in moving]))
+
+    def ground_points(self, camera) -> tuple[torch.Tensor, torch.Tensor]:
+        """Where each pixel's centre ray meets the ground plane: the points ``[H, W, 3]``
+        and whether the ray meets it in front of the camera ``[H, W]`` (bool)."""
+        dt, dev = runtime.torch_dtype(), runtime.torch_device()
+        R, _ = camera.world_to_camera()
+        fx, fy, cx, cy = camera.intrinsics()
+        v, u = torch.meshgrid(torch.arange(camera.height, dtype=dt, device=dev) + 0.5,
+                              torch.arange(camera.width, dtype=dt, device=dev) + 0.5,
+                              indexing="ij")
+        ray = torch.stack([(u - cx) / fx, (v - cy) / fy, torch.ones_like(u)], -1) @ R
+        eye = camera.eye()
+        dy = ray[..., 1]
+        # (a camera at or below the ground sees none of its upper side)
+        hit = (dy < -1e-12) & (float(eye[1].detach()) > self.ground_height)
+        t = torch.where(hit, (self.ground_height - eye[1]) / torch.where(hit, dy, -1.0),
+                        torch.zeros_like(dy))
+        return eye + t[..., None] * ray, hit
+
+    def occlusion(self, camera, verts) -> torch.Tensor:
+        """The ambient occlusion ``[F, H, W, 1]`` of the ground by the moving parts: the
+        fraction of the cosine-weighted sky that each part hides from the ground point a
+        pixel sees, the part taken as a sphere (centre: its vertices' mean; radius: their
+        root-mean-square distance from it), ``(r / d)^2 cos(theta)`` (``d`` the distance
+        from the ground point to the centre, ``theta`` from the ground's normal), summed
+        over the parts and clamped to 1; 0 at pixels whose ray misses the ground."""
+        p, hit = self.ground_points(camera)
+        total = 0.0
+        for v in verts:
+            c = v.mean(1)                                              # [F, 3]
+            r2 = ((v - c[:, None]) ** 2).sum(-1).mean(1)                # [F]
+            rel = c[:, None, None, :] - p                               # [F, H, W, 3]
+            d2 = (rel ** 2).sum(-1)
+            height = rel[..., 1]
+            # inside the sphere (d < r) the whole sky is hidden
+            d2 = torch.maximum(d2, r2[:, None, None])
+            cos = height.clamp(min=0.0) / d2.sqrt()
+            total = total + r2[:, None, None] / d2 * cos
+        total = torch.where(hit, total, torch.zeros_like(total)).clamp(max=1.0)
+        return total[..., None]
 
     def solve_background(self, rgb0, w, frame_ids) -> torch.Tensor:
         """The background ``[H, W, 3]`` that best explains the compared frames given the

@@ -42,7 +42,8 @@ def test_parse_fit():
 # away from the defaults, so that every parameter's derivative is generic
 GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02, 0.01, -0.03],
            "albedo_gain": [0.9, 1.1, 1.05], "ambient": 0.45, "light_intensity": 0.55,
-           "light_direction": [0.1, -0.05], "shadow_strength": 0.4}
+           "light_direction": [0.1, -0.05], "shadow_strength": 0.4,
+           "occlusion_strength": 0.3}
 
 
 @pytest.mark.parametrize("mode, kinds, rtol", [
@@ -110,6 +111,96 @@ def test_the_shadow_falls_along_the_light_onto_the_ground(direction):
     assert abs(float(shade[v0, u0]) - 0.4) < 0.01
     assert abs(float(shade[v1, u1]) - 1.0) < 0.01
     assert float(shade.min()) >= 0.4 - 1e-9 and float(shade.max()) <= 1.0 + 1e-9
+
+
+def _ball(centre, r):
+    """Six vertices ``[1, 6, 3]`` at distance ``r`` from ``centre`` along the axes: their
+    mean is the centre, their root-mean-square distance from it ``r``."""
+    axes = torch.cat([torch.eye(3, dtype=f64), -torch.eye(3, dtype=f64)])
+    return (centre + r * axes)[None]
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.15])
+def test_occlusion_is_the_sphere_form_factor_at_the_pixel_of_its_ground_point(offset):
+    """The ground point of pixel (i, j) projects to that pixel's centre; a sphere of
+    radius r centred a height h above it (and ``offset`` across) hides
+    (r / d)^2 cos(theta) of its cosine-weighted sky: r^2 / h^2 straight above."""
+    scene = _scene(size=32, frames=1)
+    nu = Nuisance(scene, ("shadow",), scene.render(_truth_outputs(scene)))
+    cam = scene.camera
+    with torch.no_grad():
+        points, hit = nu.ground_points(cam)
+        i, j = 22, 13
+        p = points[i, j]
+        assert bool(hit[i, j]) and abs(float(p[1]) - nu.ground_height) < 1e-12
+        uv = cam.project(p)[0]
+        assert torch.allclose(uv, torch.tensor([j + 0.5, i + 0.5], dtype=f64), atol=1e-9)
+        r, h = 0.1, 0.4
+        centre = p + torch.tensor([offset, h, 0.0], dtype=f64)
+        ao = nu.occlusion(cam, [_ball(centre, r)])[0, i, j, 0]
+    d = (offset ** 2 + h ** 2) ** 0.5
+    assert abs(float(ao) - (r / d) ** 2 * h / d) < 1e-12
+    if offset == 0.0:
+        assert abs(float(ao) - r * r / (h * h)) < 1e-12
+
+
+def test_pixels_whose_ray_misses_the_ground_get_no_occlusion():
+    """Above the horizon (the row a far ground point projects to) no pixel is darkened,
+    however close the sphere; below it every pixel meets the ground."""
+    from gradsim_taichi.render import Camera
+
+    scene = _scene(size=32, frames=1)
+    nu = Nuisance(scene, ("shadow",), scene.render(_truth_outputs(scene)))
+    # looking slightly down: the horizon crosses the image
+    cam = Camera.look_at((0.0, 0.5, 2.0), (0.0, 0.35, 0.0), fov_y_deg=50.0, width=32,
+                         height=32)
+    with torch.no_grad():
+        far = torch.tensor([0.0, nu.ground_height, -1e7], dtype=f64)
+        horizon = float(cam.project(far)[0][1])
+        assert 4 < horizon < 28
+        _, hit = nu.ground_points(cam)
+        rows = torch.arange(32, dtype=f64)[:, None].expand(32, 32) + 0.5
+        assert torch.equal(hit, rows > horizon)
+        ao = nu.occlusion(cam, [_ball(torch.tensor([0.0, 0.3, 0.0], dtype=f64), 0.25)])[0, ..., 0]
+    assert float(ao[~hit].abs().max()) == 0.0
+    assert float(ao[hit].max()) > 0.05
+
+
+def test_occlusion_gradient_matches_central_differences():
+    """The darkening's derivative with respect to the occlusion strength and to every
+    vertex of the body (through the sphere's centre and radius) against float64 central
+    differences (the cast shadow off, to see the occlusion alone)."""
+    scene = _scene(size=24, frames=2)
+    out = _truth_outputs(scene)
+    nu = Nuisance(scene, ("shadow",), scene.render(out))
+    moving = [k for k, p in enumerate(scene.parts) if p.static_vertices is None]
+    verts = [v.detach().clone() for v in scene.posed_vertices(out)]
+    x = verts[moving[0]].requires_grad_(True)
+    a = nu.params["occlusion_strength"]
+    with torch.no_grad():
+        a.fill_(0.3)
+    w = torch.rand(3, 24, 24, 1, generator=torch.Generator().manual_seed(3), dtype=f64)
+
+    def loss():
+        vs = [x if k == moving[0] else v for k, v in enumerate(verts)]
+        return (nu.shadow(scene.camera, nu.meshes(), vs, moving) * w).sum()
+
+    loss().backward()
+    g = torch.Generator().manual_seed(4)
+    for t in (a, x):
+        d = torch.randn(t.shape, generator=g, dtype=f64)
+        h = 1e-6
+        with torch.no_grad():
+            base = t.clone()
+            t.copy_(base + h * d)
+            lp = loss()
+            t.copy_(base - h * d)
+            lm = loss()
+            t.copy_(base)
+        num = float((lp - lm) / (2 * h))
+        ana = float((t.grad * d).sum())
+        assert abs(num) > 1e-6
+        assert abs(ana - num) <= 1e-6 * abs(num), (ana, num)
 
 
 def test_background_is_the_least_squares_image_and_passes_gradients(monkeypatch):

@@ -93,7 +93,8 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "the objects instead of the stage: solved per pixel, or "
                         "--background-plate), appearance (object albedo, ambient and "
                         "directional light), shadow (the objects' shadow on the ground along "
-                        "the light: its strength and blur)")
+                        "the light, and their ambient occlusion of the ground: the two "
+                        "strengths)")
     p.add_argument("--render", choices=["soft", "antialias"], default=None,
                    help="the model's image: antialias (the nearest surface wins, edges "
                         "anti-aliased, like an ordinary renderer or a camera; the default "
