@@ -243,6 +243,8 @@ class Fit:
         before = self.snapshot()
         self.evaluated = {n: _from_param(self.specs[n], before[n]) for n in self.names}
         value, finite = self.opt.step(self.residual if self.kind == "lm" else self.closure)
+        if self.nuisance is not None:
+            self.nuisance.project()
         if self.stages.coarse(it):
             with torch.no_grad():  # exact for L-BFGS already; Adam's steps leave the span
                 for n, q in self.bases.items():

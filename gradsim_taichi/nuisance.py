@@ -247,6 +247,15 @@ class Nuisance:
         a = a + (a.clamp(0.0, 1.0) - a).detach()
         return cast * (1.0 - a * self.occlusion(camera, [verts[k] for k in moving]))
 
+    def project(self) -> None:
+        """Put the strengths back into [0, 1] after an optimiser step (projected
+        descent): an early step below 0, taken while the body was still far from its
+        target, otherwise left the occlusion out of a whole run."""
+        with torch.no_grad():
+            for name in ("shadow_strength", "occlusion_strength"):
+                if name in self.params:
+                    self.params[name].clamp_(0.0, 1.0)
+
     def ground_points(self, camera) -> tuple[torch.Tensor, torch.Tensor]:
         """Where each pixel's centre ray meets the ground plane: the points ``[H, W, 3]``
         and whether the ray meets it in front of the camera ``[H, W]`` (bool)."""

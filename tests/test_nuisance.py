@@ -166,6 +166,20 @@ def test_pixels_whose_ray_misses_the_ground_get_no_occlusion():
     assert float(ao[hit].max()) > 0.05
 
 
+def test_strengths_are_projected_back_into_their_range():
+    """After each optimiser step (Fit.step) the strengths return to [0, 1]: an early step
+    below 0 must not leave the occlusion out for the rest of a run."""
+    scene = _scene(frames=1)
+    nu = Nuisance(scene, ("shadow",), scene.render(_truth_outputs(scene)))
+    with torch.no_grad():
+        nu.params["shadow_strength"].fill_(-0.3)
+        nu.params["occlusion_strength"].fill_(1.7)
+    nu.project()
+    assert float(nu.params["shadow_strength"].detach()) == 0.0
+    assert float(nu.params["occlusion_strength"].detach()) == 1.0
+    assert nu.params["occlusion_strength"].requires_grad
+
+
 def test_occlusion_gradient_matches_central_differences():
     """The darkening's derivative with respect to the occlusion strength and to every
     vertex of the body (through the sphere's centre and radius) against float64 central
