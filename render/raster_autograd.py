@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from gradsim_taichi import runtime
+from gradsim_taichi.render import hard_raster
 from gradsim_taichi.render import soft_raster as K
 from gradsim_taichi.render.tiles import Bins, bin_faces
 
@@ -188,7 +189,7 @@ def hard_face_ids(xy: torch.Tensor, z: torch.Tensor, st: RasterSettings) -> torc
     bins = bins_for(geom, st, 0.0)
     face_id = torch.full((F, st.height, st.width), -1, dtype=torch.int32, device=geom.device)
     zbuf = torch.full((F, st.height, st.width), st.far, dtype=geom.dtype, device=geom.device)
-    K.hard_zbuffer(
+    hard_raster.hard_zbuffer(
         geom, bins.bbox, bins.tile_start, bins.entry_face, face_id, zbuf, st.near, st.far,
         st.tile, bins.ntx, bins.nty, int(runtime.raster_shape() == "pixel"),
     )  # fmt: skip

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from gradsim_taichi import runtime
-from gradsim_taichi.render import soft_raster as K
+from gradsim_taichi.render import hard_raster
 from gradsim_taichi.render.antialias import antialias, face_neighbours
 from gradsim_taichi.render.camera import Camera
 from gradsim_taichi.render.raster_autograd import (
@@ -239,7 +239,7 @@ def hard_shade(p: dict, face_id: torch.Tensor, st: RasterSettings) -> torch.Tens
     geom = pack_geometry(p["xy"].detach(), p["z"].detach())
     tex, texsize = ensure_texture(p["tex"], p["texsize"], geom.device)
     rgb = p["bg"].detach().expand(F, H, W, 3).contiguous()
-    K.hard_colours(geom, p["col"].detach().contiguous(), p["uv"].detach().contiguous(),
+    hard_raster.hard_colours(geom, p["col"].detach().contiguous(), p["uv"].detach().contiguous(),
                    p["texid"], tex.detach().contiguous(), texsize,
                    face_id.to(torch.int32).contiguous(), rgb)
     bg = p["bg"]

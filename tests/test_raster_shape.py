@@ -8,7 +8,7 @@ import torch
 from test_render_soft import _random_faces, _two_mesh_scene
 
 from gradsim_taichi import runtime
-from gradsim_taichi.render import RasterSettings, SoftRasterFunction
+from gradsim_taichi.render import RasterSettings, SoftRasterFunction, hard_raster
 from gradsim_taichi.render import soft_raster as K
 
 f64 = torch.float64
@@ -21,14 +21,15 @@ def launches(monkeypatch):
     """Records the ``pixels`` argument of every rasterizer kernel launch, by kernel name
     (so a test knows which shape really ran)."""
     seen = {}
-    for name in ("soft_forward", "soft_backward", "hard_zbuffer"):
-        kernel = getattr(K, name)
+    for module, name in ((K, "soft_forward"), (K, "soft_backward"),
+                         (hard_raster, "hard_zbuffer")):
+        kernel = getattr(module, name)
 
         def record(*args, _kernel=kernel, _name=name):
             seen.setdefault(_name, []).append(args[-1])
             return _kernel(*args)
 
-        monkeypatch.setattr(K, name, record)
+        monkeypatch.setattr(module, name, record)
     return seen
 
 
