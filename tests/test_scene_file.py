@@ -496,7 +496,7 @@ def test_every_shipped_scene_file_is_a_registered_preset():
     from importlib.resources import files
 
     from gradsim_taichi.scenes import SCENES
-    from gradsim_taichi.scenes.scene_file import FilePreset
+    from gradsim_taichi.scenes.preset_files import FilePreset
 
     names = {f.name[:-5] for f in (files("gradsim_taichi.scenes") / "files").iterdir()
              if f.name.endswith(".toml")}

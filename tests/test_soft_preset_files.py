@@ -15,7 +15,8 @@ from soft_preset_reference import (
 )
 
 from gradsim_taichi.scenes import SCENES, make_scene
-from gradsim_taichi.scenes.scene_file import FilePreset, scene_from_toml
+from gradsim_taichi.scenes.preset_files import FilePreset
+from gradsim_taichi.scenes.scene_file import scene_from_toml
 from gradsim_taichi.scenes.scene_file_writer import scene_to_toml
 
 REFERENCES = {"fem-beam": FemBeamReference, "fem-ball": FemBallReference,

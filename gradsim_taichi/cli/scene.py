@@ -40,7 +40,7 @@ def cmd_scene_show(args) -> int:
     or --resolution the scene so changed, written out (:func:`scene_to_toml`)."""
     from gradsim_taichi.cli.common import make_preset
     from gradsim_taichi.scenes import SCENES
-    from gradsim_taichi.scenes.scene_file import FilePreset
+    from gradsim_taichi.scenes.preset_files import FilePreset
     from gradsim_taichi.scenes.scene_file_writer import scene_to_toml
 
     args.scene = args.preset

@@ -391,3 +391,11 @@ def ground_part(extent=(-3.0, 3.0, -3.0, 1.0), height: float = 0.0, wall_height:
     faces = np.array([[0, 2, 1], [0, 3, 2], [0, 1, 5], [0, 5, 4]])
     colors = np.array([color, color, wall_color, wall_color], dtype=np.float64)
     return RenderPart(Mesh(faces, face_colors=colors, smooth=False), static_vertices=verts)
+
+
+def normal_face_colors(v, faces, base) -> np.ndarray:
+    """Colours ``[F, 3]`` around ``base`` that vary with each face's normal in the body
+    frame (``shading = "normals"``), so that rotation is visible."""
+    n = np.cross(v[faces[:, 1]] - v[faces[:, 0]], v[faces[:, 2]] - v[faces[:, 0]])
+    n /= np.linalg.norm(n, axis=1, keepdims=True) + 1e-12
+    return np.clip(np.asarray(base, dtype=np.float64) + 0.25 * n, 0.05, 0.95)

@@ -5,8 +5,8 @@ A scene file shipped with the package (``gradsim_taichi/scenes/files/cloth-veloc
 loads it into a :class:`~gradsim_taichi.scenes.scene_file.FileScene`.
 """
 
+from gradsim_taichi.scenes.preset_files import FilePreset
 from gradsim_taichi.scenes.registry import register
-from gradsim_taichi.scenes.scene_file import FilePreset
 
 # a cloth thrown with a spinning velocity field; unknown per-particle initial velocity
 ClothVelocity = register(FilePreset("cloth-velocity"))

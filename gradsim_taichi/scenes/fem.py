@@ -7,8 +7,8 @@ schedule are all in the file. ``FemBeam(**overrides)`` and ``FemBall(...)`` load
 into a :class:`~gradsim_taichi.scenes.scene_file.FileScene`.
 """
 
+from gradsim_taichi.scenes.preset_files import FilePreset
 from gradsim_taichi.scenes.registry import register
-from gradsim_taichi.scenes.scene_file import FilePreset
 
 
 def lame(young: float, poisson: float) -> tuple[float, float]:

@@ -10,7 +10,7 @@ TASKS: dict = {}
 def register(cls):
     """Add an estimation preset to :data:`SCENES` under ``cls.name``: a Scene class (as a
     decorator) or any callable with ``name``, ``summary`` and ``shapes`` that returns a
-    scene (a :class:`~gradsim_taichi.scenes.scene_file.FilePreset`); returns it."""
+    scene (a :class:`~gradsim_taichi.scenes.preset_files.FilePreset`); returns it."""
     SCENES[cls.name] = cls
     return cls
 

@@ -9,8 +9,8 @@ into a :class:`~gradsim_taichi.scenes.scene_file.FileScene`.
 """
 
 from gradsim_taichi.meshes import lshape_mesh  # noqa: F401 (its old home)
+from gradsim_taichi.scenes.preset_files import FilePreset
 from gradsim_taichi.scenes.registry import register
-from gradsim_taichi.scenes.scene_file import FilePreset
 
 # a rigid body pushed by a known impulse, tumbling onto the ground; unknown mass
 RigidMass = register(FilePreset("rigid-mass"))

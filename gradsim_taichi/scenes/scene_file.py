@@ -169,14 +169,21 @@ import torch
 from gradsim_taichi import runtime
 from gradsim_taichi.render import Camera, Mesh
 from gradsim_taichi.scenes.base import (
-    ParamSpec,
     RenderPart,
     Scene,
     affine_basis,
     ground_part,
+    normal_face_colors,
     ramp_look,
 )
 from gradsim_taichi.scenes.scene_file_deformable import add_soft, couple, region_mask
+from gradsim_taichi.scenes.scene_file_params import (
+    geomean,
+    name_of,
+    particle_param,
+    per_particle,
+    spec_param,
+)
 from gradsim_taichi.scenes.scene_file_schema import (  # noqa: F401 (re-exported)
     CLOTH_DOCS,
     CONTACT_DEFAULTS,
@@ -244,80 +251,6 @@ def scene_from_toml(text: str, base_dir=".", source: str = "<text>", shape: str 
     return scene
 
 
-def _geomean(u: dict) -> float:
-    return float(np.sqrt(u["guess_low"] * u["guess_high"]))
-
-
-def _spec_param(sim_name: str, u: dict, doc: str) -> ParamSpec:
-    return ParamSpec(sim_name, u.get("true", _geomean(u)), u["guess_low"], u["guess_high"],
-                     doc=u.get("doc", doc))
-
-
-def _per_particle(value) -> bool:
-    return isinstance(value, dict) and value["unknown"] == PER_PARTICLE
-
-
-def _particle_param(sim_name: str, u: dict, doc: str, **kw) -> ParamSpec:
-    """A per-particle unknown's spec; its truth, shape and basis come with the build
-    (:meth:`FileScene.derived_params`)."""
-    return ParamSpec(sim_name, None, u["guess_low"], u["guess_high"], doc=u.get("doc", doc),
-                     **kw)
-
-
-# ---- presets ---------------------------------------------------------------------------
-PRESET_FILES = "files"  # the folder of gradsim_taichi.scenes that ships the preset files
-
-
-def preset_text(name: str) -> str:
-    """The text of the shipped scene file of preset ``name`` (package data:
-    ``gradsim_taichi/scenes/files/NAME.toml``)."""
-    from importlib.resources import files
-
-    return (files("gradsim_taichi.scenes") / PRESET_FILES / f"{name}.toml").read_text(
-        encoding="utf-8")
-
-
-class FilePreset:
-    """A preset that is a scene file shipped with the package: calling it,
-    ``preset(shape=None, **overrides)``, loads the file into a :class:`FileScene` with
-    objects[0]'s shape chosen from the file's ``[shapes]`` table and the Scene fields
-    ``overrides`` changed. ``summary`` (the file's description) and ``shapes`` are read
-    from the file."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self._spec = None
-
-    def _read(self) -> dict:
-        if self._spec is None:
-            self._spec = scene_from_toml(self.text(), source=self.source).spec
-        return self._spec
-
-    @property
-    def source(self) -> str:
-        return f"gradsim_taichi/scenes/{PRESET_FILES}/{self.name}.toml"
-
-    def text(self) -> str:
-        """The shipped file, as written (comments included)."""
-        return preset_text(self.name)
-
-    @property
-    def summary(self) -> str:
-        return self._read()["scene"]["description"]
-
-    @property
-    def shapes(self) -> tuple:
-        return tuple(self._read()["shapes"])
-
-    def __call__(self, shape: str | None = None, **overrides) -> FileScene:
-        if shape is not None and shape not in self.shapes:
-            raise ValueError(f"shape={shape!r}; choose one of {self.shapes}")
-        return scene_from_toml(self.text(), source=self.source, shape=shape, **overrides)
-
-    def __repr__(self) -> str:
-        return f"FilePreset({self.name!r})"
-
-
 @dataclass
 class FileScene(Scene):
     """A scene read from a scene file (:func:`load_scene_file`). ``spec`` is the checked
@@ -345,15 +278,15 @@ class FileScene(Scene):
         for i, o in enumerate(objs):
             if isinstance(o.get("mass"), dict):
                 name = "mass" if len(objs) == 1 else f"mass_{i}"
-                params[name] = _spec_param("body_mass", o["mass"],
+                params[name] = spec_param("body_mass", o["mass"],
                                            f"mass of object {i} [kg]" if len(objs) > 1
                                            else "mass of the body [kg]")
                 truth_given[name] = "true" in o["mass"]
             if o["kind"] == "rigid":
                 continue
             density = o.get("density") if o["kind"] == "soft" else None
-            if _per_particle(density):  # every particle's mass (the only such object)
-                params["mass"] = _particle_param("mass", density, shape=(-1,), draw_shape=(),
+            if per_particle(density):  # every particle's mass (the only such object)
+                params["mass"] = particle_param("mass", density, shape=(-1,), draw_shape=(),
                                                  doc=f"mass of each particle [kg]; guesses: a "
                                                  f"uniform density drawn from "
                                                  f"[{density['guess_low']:g}, "
@@ -364,17 +297,17 @@ class FileScene(Scene):
             sim_names = ({"mu": "tet_mu", "lambda": "tet_lambda", "density": "density"}
                          if o["kind"] == "soft" else {k: k for k in CLOTH_DOCS})
             for key, sim_name in sim_names.items():
-                if isinstance(o.get(key), dict) and not _per_particle(o[key]):
-                    params[key] = _spec_param(sim_name, o[key], {**SOFT_DOCS, **CLOTH_DOCS}[key])
+                if isinstance(o.get(key), dict) and not per_particle(o[key]):
+                    params[key] = spec_param(sim_name, o[key], {**SOFT_DOCS, **CLOTH_DOCS}[key])
                     truth_given[key] = "true" in o[key]
-            if _per_particle(o["velocity"]):  # every particle's initial velocity
-                params["velocity"] = _particle_param(
+            if per_particle(o["velocity"]):  # every particle's initial velocity
+                params["velocity"] = particle_param(
                     "initial_velocity", o["velocity"], shape=(-1, 3), draw_shape=(3,),
                     positive=False, doc="initial velocity of every particle [m/s]")
                 truth_given["velocity"] = "true" in o["velocity"]
         for key, value in spec["contact"].items():
             if isinstance(value, dict):
-                params[f"contact_{key}"] = _spec_param(f"contact_{key}", value,
+                params[f"contact_{key}"] = spec_param(f"contact_{key}", value,
                                                        CONTACT_DOCS[key])
                 truth_given[f"contact_{key}"] = "true" in value
         warmup = est["warmup"]
@@ -498,7 +431,7 @@ class FileScene(Scene):
     def _add_deformable(self, b, i: int, o: dict, truth: dict) -> None:
         """Add the soft or cloth object ``objects[i]`` to the builder ``b`` at the
         parameters' truths, with its initial velocities."""
-        value = {k: truth[k] if isinstance(v, dict) and not _per_particle(v) else v
+        value = {k: truth[k] if isinstance(v, dict) and not per_particle(v) else v
                  for k, v in o.items()}
         if o["kind"] == "cloth":
             aero = {k: o[k] for k in ("lift", "drag") if k in o}
@@ -510,16 +443,16 @@ class FileScene(Scene):
             self._regions[i] = b.particle_rest_positions(ids)
         else:
             density = value["density"]
-            if _per_particle(density):  # the masses are built from this density
-                density = density.get("true", _geomean(density))
+            if per_particle(density):  # the masses are built from this density
+                density = density.get("true", geomean(density))
             ids, self._regions[i] = add_soft(b, o, value["mu"], value["lambda"], density)
-            if _per_particle(o["density"]):
+            if per_particle(o["density"]):
                 self._volumes[i] = b.particle_masses(ids) / density
                 if truth["mass"] is not None:  # set_truth, or the last build's
                     b.set_particle_masses(ids, truth["mass"])
         self._particles[i] = ids
         v = o["velocity"]
-        if _per_particle(v):
+        if per_particle(v):
             if truth["velocity"] is not None:  # set_truth, or the last build's
                 b.set_particle_velocities(ids, truth["velocity"])
                 return
@@ -538,7 +471,7 @@ class FileScene(Scene):
                 m = b.particle_masses(self._particles[i])
                 out["mass"] = dict(true=m, shape=m.shape, draw_pattern=self._volumes[i],
                                    basis=np.full((len(m), 1), 1.0 / np.sqrt(len(m))))
-            if o["kind"] != "rigid" and _per_particle(o["velocity"]):
+            if o["kind"] != "rigid" and per_particle(o["velocity"]):
                 ids = self._particles[i]
                 v = b.particle_velocities(ids)
                 out["velocity"] = dict(true=v, shape=v.shape,
@@ -638,23 +571,11 @@ class FileScene(Scene):
         dtype = runtime.torch_dtype()
         built = torch.as_tensor(self._built_masses, dtype=dtype)
         objects = {j: i for i, j in self._bodies().items()}  # body -> object index
-        column = [values[n].reshape(()) if (n := _name_of(masses, objects[j])) in values
+        column = [values[n].reshape(()) if (n := name_of(masses, objects[j])) in values
                   else built[j] for j in range(len(built))]
         engine = {self.params[k].sim_name: v for k, v in values.items() if k not in masses}
         engine["body_mass"] = torch.stack(column)
         return simulate(self.sim, engine, frames)
-
-
-def normal_face_colors(v, faces, base) -> np.ndarray:
-    """Colours ``[F, 3]`` around ``base`` that vary with each face's normal in the body
-    frame (``shading = "normals"``), so that rotation is visible."""
-    n = np.cross(v[faces[:, 1]] - v[faces[:, 0]], v[faces[:, 2]] - v[faces[:, 0]])
-    n /= np.linalg.norm(n, axis=1, keepdims=True) + 1e-12
-    return np.clip(np.asarray(base, dtype=np.float64) + 0.25 * n, 0.05, 0.95)
-
-
-def _name_of(masses: dict, index: int):
-    return next((n for n, i in masses.items() if i == index), None)
 
 
 def _add_object(b, o: dict, **kw) -> int:
