@@ -222,7 +222,7 @@ class Nuisance:
         r = self.scene.renderer
         return SoftRasterizer(camera, meshes, lights=lights, mode=r.mode, sigma=r.sigma,
                               gamma=r.gamma, threshold=r.threshold, eps=r.eps,
-                              background=background)
+                              background=background, supersample=r.supersample)
 
     def shadow(self, camera, meshes, verts, moving) -> torch.Tensor:
         """The darkening factor ``[F, H, W, 1]`` of what lies behind the objects: 1 where

@@ -27,6 +27,8 @@ from gradsim_taichi.render.shading import Mesh, _tensor, default_lights, shade
 from gradsim_taichi.render.texture import sample_bilinear, stack_textures
 
 MODES = ("soft", "hard", "antialias")
+# samples per pixel edge of the antialiased image (see SoftRasterizer's ``supersample``)
+ANTIALIAS_SUPERSAMPLE = 2
 
 
 class SoftRasterizer:
@@ -59,6 +61,13 @@ class SoftRasterizer:
         threshold: coverage below which a face is skipped at a pixel (sets the reach of
             each triangle's screen box).
         tile: tile edge in pixels for binning.
+        supersample: render at ``supersample`` times the camera's resolution and average
+            each block of ``supersample x supersample`` samples into a pixel (default 2
+            for ``"antialias"``, 1 otherwise). The anti-aliasing is exact only for an
+            edge that crosses a pixel from side to side: where edges meet (corners,
+            thin faces, a curved surface's facets) its error, small per pixel, biased
+            an estimation (a 6 kg cylinder's mass by 1e-3 on an exactly box-filtered
+            target); blocks of 2 x 2 cut that to 2e-5-6e-5, for 4x the pixels.
 
     Call with vertex positions: ``frames = r(vertices)`` where ``vertices`` is a list with
     one tensor per mesh, each ``[F, V_k, 3]`` (or ``[V_k, 3]``: the same for every frame);
@@ -81,6 +90,7 @@ class SoftRasterizer:
         eps: float = 1e-3,
         threshold: float = 1e-8,
         tile: int = 16,
+        supersample: int | None = None,
     ):
         runtime.ensure_init()
         if not isinstance(camera, Camera):
@@ -101,13 +111,20 @@ class SoftRasterizer:
         self.mode = mode
         self.sigma, self.gamma, self.eps, self.threshold = sigma, gamma, eps, threshold
         self.tile = int(tile)
+        if supersample is None:
+            supersample = ANTIALIAS_SUPERSAMPLE if mode == "antialias" else 1
+        if int(supersample) != supersample or supersample < 1:
+            raise ValueError(f"supersample must be a positive integer, got {supersample}")
+        self.supersample = int(supersample)
         self.background = background
 
     @property
     def settings(self) -> RasterSettings:
-        cam = self.camera
+        """The rasterized grid: the camera's pixels times :attr:`supersample` (positions
+        are packed in units of half the image height, the same at any resolution)."""
+        cam, S = self.camera, self.supersample
         return RasterSettings(
-            width=cam.width, height=cam.height, sigma=self.sigma, gamma=self.gamma,
+            width=cam.width * S, height=cam.height * S, sigma=self.sigma, gamma=self.gamma,
             near=cam.near, far=cam.far, eps=self.eps, threshold=self.threshold, tile=self.tile,
         )  # fmt: skip
 
@@ -215,6 +232,9 @@ class SoftRasterizer:
         """Render; see the class docstring for shapes."""
         p, single = self.prepare(vertices)
         st = self.settings
+        S = self.supersample
+        if S > 1 and p["bg"].ndim == 3:
+            p["bg"] = p["bg"].repeat_interleave(S, 0).repeat_interleave(S, 1)
         if self.mode == "soft":
             out = SoftRasterFunction.apply(
                 p["xy"], p["z"], p["col"], p["tex"], p["bg"], p["uv"], p["texid"],
@@ -225,6 +245,8 @@ class SoftRasterizer:
             out = hard_shade(p, ids, st)
             if self.mode == "antialias":
                 out = antialias(out, ids, p["xy"], p["z"], self.neighbours().to(ids.device))
+        if S > 1:
+            out = torch.nn.functional.avg_pool2d(out.permute(0, 3, 1, 2), S).permute(0, 2, 3, 1)
         return out[0] if single else out
 
 

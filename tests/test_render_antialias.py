@@ -104,19 +104,30 @@ def _camera(scale=1, size=48):
 
 @pytest.mark.parametrize("shape", ["box", "cone", "cylinder"])
 def test_closer_to_supersampled_reference_than_hard_and_soft(shape):
-    """MSE to a z-buffered render at 8 x 8 samples per pixel of the same meshes."""
+    """MSE to a z-buffered render at 8 x 8 samples per pixel of the same meshes (a camera
+    of 8x the resolution, pooled): the antialiased image, alone and in 2 x 2 blocks (its
+    default), against the hard and soft ones."""
     meshes, verts = _scene(shape)
     S = 8
     ref = SoftRasterizer(_camera(S), meshes, mode="hard", background=(1, 1, 1))(verts)
     ref = torch.nn.functional.avg_pool2d(ref.permute(2, 0, 1), S).permute(1, 2, 0)
     err = {}
-    for mode in ("soft", "hard", "antialias"):
+    for mode, ss in (("soft", 1), ("hard", 1), ("antialias", 1), ("antialias", 2)):
         img = SoftRasterizer(_camera(), meshes, mode=mode, gamma=1e-2, threshold=1e-30,
-                             background=(1, 1, 1))(verts)
-        err[mode] = float(((img[..., :3] - ref[..., :3]) ** 2).mean())
-    # measured 4e-5 to 7e-5 on these 48 px scenes, 13-22x below the hard image's
-    assert err["antialias"] < 1e-4, err
-    assert err["antialias"] < err["hard"] / 8 < err["soft"] / 8, err
+                             background=(1, 1, 1), supersample=ss)(verts)
+        err[mode, ss] = float(((img[..., :3] - ref[..., :3]) ** 2).mean())
+    # measured 4e-5 to 7e-5 on these 48 px scenes, 13-22x below the hard image's; in
+    # 2 x 2 blocks 5.6e-6 to 1.0e-5
+    assert err["antialias", 1] < 1e-4, err
+    assert err["antialias", 1] < err["hard", 1] / 8 < err["soft", 1] / 8, err
+    assert err["antialias", 2] < err["antialias", 1] / 3, err
+    # the supersampled hard image is the finer camera's, pooled
+    same = SoftRasterizer(_camera(), meshes, mode="hard", background=(1, 1, 1),
+                          supersample=S)(verts)
+    assert torch.allclose(same, ref, atol=1e-12)
+    assert SoftRasterizer(_camera(), meshes, mode="antialias").supersample == 2
+    with pytest.raises(ValueError, match="supersample"):
+        SoftRasterizer(_camera(), meshes, mode="antialias", supersample=0)
 
 
 def _fd_image_check(render, x, seed=0, h=1e-6, rtol=1e-6):
@@ -173,7 +184,7 @@ def test_follows_thin_faces_to_the_silhouette():
     S = 8
     ref = SoftRasterizer(_camera(S), meshes[:1], mode="hard")(verts[:1])
     ref = torch.nn.functional.avg_pool2d(ref.permute(2, 0, 1), S).permute(1, 2, 0)
-    r = SoftRasterizer(_camera(), meshes[:1], mode="antialias")
+    r = SoftRasterizer(_camera(), meshes[:1], mode="antialias", supersample=1)
     p, _ = r.prepare(verts[:1])
     ids = hard_face_ids(p["xy"], p["z"], r.settings)
     hard = SoftRasterizer(_camera(), meshes[:1], mode="hard")(verts[:1])[None]
