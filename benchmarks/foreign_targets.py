@@ -245,7 +245,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default=",".join(CASES),
                     help=f"comma-separated, of {', '.join(CASES)}")
-    ap.add_argument("--shapes", default="box,cone")
+    ap.add_argument("--shapes", default="box,cone",
+                    help="comma-separated, of the rigid-mass preset's shapes (box, cone, "
+                         "cylinder, lshape)")
+    ap.add_argument("--masses", default=None,
+                    help="comma-separated masses (kg) for every case, instead of each "
+                         "case's own (e.g. 6,9: a heavier body moves less after the push)")
     ap.add_argument("--seeds", default="0,1,2", help="initial guesses, drawn with these")
     ap.add_argument("--quick", action="store_true",
                     help="box only, seed 0, 24 frames, the first mass of each case")
@@ -270,6 +275,13 @@ def main(argv=None):
         ap.error(f"unknown case {bad[0]!r}; choose from {', '.join(CASES)}")
     if args.spp < 1:
         ap.error(f"--spp must be >= 1; got {args.spp}")
+    try:
+        masses_arg = (None if args.masses is None
+                      else [float(m) for m in args.masses.split(",") if m.strip()])
+    except ValueError:
+        ap.error(f"--masses must be comma-separated numbers; got {args.masses!r}")
+    if masses_arg is not None and not (masses_arg and all(m > 0 for m in masses_arg)):
+        ap.error(f"--masses must be positive; got {args.masses!r}")
     check_extras(cases)
     SPP = args.spp
 
@@ -288,7 +300,8 @@ def main(argv=None):
     rows, targets = [], []
     for case in cases:
         spec = CASES[case]
-        masses = spec["masses"][:1] if args.quick else spec["masses"]
+        masses = masses_arg or spec["masses"]
+        masses = masses[:1] if args.quick else masses
         for shape in shapes:
             for mass in masses:
                 kw = {} if frames is None else dict(frames=frames)
