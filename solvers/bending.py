@@ -106,6 +106,9 @@ class Bending(ForceModelBase):
     def allocate(self, rows: int, frames: int) -> None:
         self.angle = ti.field(runtime.real(), shape=(rows, self.count))
 
+    def row_bytes(self) -> int:
+        return self.count * np.dtype(runtime.np_dtype()).itemsize
+
     def state_bytes(self) -> int:
         """Bytes of per-substep values kept for the adjoint (the angles)."""
         return self.angle.shape[0] * self.count * np.dtype(runtime.np_dtype()).itemsize

@@ -91,6 +91,10 @@ class ParticleState(Learnable):
         self.learnable_field("external_force", self.ext, "force on each particle, constant "
                              "within a frame [N], (frames, N, 3)")
 
+    def row_bytes(self) -> int:
+        """Bytes of one substep row of the buffers: x, v, f and their adjoints."""
+        return self.n * 3 * np.dtype(runtime.np_dtype()).itemsize * 3 * 2
+
     def state_bytes(self) -> int:
         """Bytes of stored state (values and adjoints) of the buffers and checkpoints."""
         itemsize = np.dtype(runtime.np_dtype()).itemsize
