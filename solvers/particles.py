@@ -193,10 +193,12 @@ class ParticleState(Learnable):
 
     # ---- backward --------------------------------------------------------------------
     def begin_backward(self, grad_frames, grad_velocities=None) -> None:
-        """Zero all adjoints; ``grad_frames`` / ``grad_velocities`` are dL/d(positions) and
-        dL/d(velocities) at the frame boundaries (None: zero)."""
-        for field in (self.x, self.v, self.f):
-            field.grad.fill(0)
+        """Zero the adjoints; ``grad_frames`` / ``grad_velocities`` are dL/d(positions) and
+        dL/d(velocities) at the frame boundaries (None: zero). Of the buffers' adjoints only
+        row 0's x and v are read before they are written (:meth:`seed_segment` carries
+        them to the last row; the integrator's adjoint assigns every other row), so only
+        they are zeroed: with every substep stored the buffers are the rollout's size."""
+        self._clear_row0_grads()
         self.zero_grads()
         self.gravity_acc.fill(0)
         self.contact_acc.fill(0)
@@ -215,6 +217,13 @@ class ParticleState(Learnable):
             self.substeps[None] = substeps
             self._substeps = substeps
         self._carry(frames_in_segment * substeps)
+
+    @ti.kernel
+    def _clear_row0_grads(self):
+        ti.loop_config(serialize=self.loop.serial)
+        for i in range(self.n):
+            self.x.grad[0, i] = ti.Vector([0.0, 0.0, 0.0])
+            self.v.grad[0, i] = ti.Vector([0.0, 0.0, 0.0])
 
     @ti.kernel
     def _carry(self, last: ti.i32):
