@@ -21,7 +21,8 @@ newer warp than 1.9, so it runs from its own Python, ``--newton-python``, defaul
 Measured per substep, ``--frames`` frames x 16 substeps at 60 fps, after a warm-up:
 forward only, and forward + backward of the scalar loss ``L = sum_i w_i . x_i(T)`` on the
 final positions (``w`` a fixed random field): ours ``Simulation.forward`` +
-``Simulation.backward`` (recomputes each frame from its checkpoint); warp.sim / Newton:
+``Simulation.backward`` with ``checkpoint="auto"`` (these rollouts fit its memory budget,
+so every substep is stored, as on the peers' tapes; no recomputation); warp.sim / Newton:
 ``wp.Tape`` recording every substep into a list of states, then ``tape.backward``.
 Forward only in warp.sim / Newton ping-pongs two states (no tape). The workers stay
 alive and the repeats are interleaved (A B C A B C ...), one worker running at a time;
@@ -30,7 +31,8 @@ medians are reported, and the speedups peer / ours are of the same run.
 Backward peak memory: a fresh process per engine runs 60 frames x 32 substeps forward +
 backward; reported is the rise of its peak RSS (``VmHWM``, reset through
 ``/proc/self/clear_refs`` after the warm-up; native buffers included) over the rollout,
-ours checkpointed against the peers' tapes. Ours' rise includes compiling the fresh
+ours checkpointed (the same ``"auto"``: this rollout is over its budget) against the
+peers' tapes. Ours' rise includes compiling the fresh
 model's kernels (Taichi compiles per model instance); the state it keeps
 (``Simulation.stored_state_bytes``) is printed beside it.
 

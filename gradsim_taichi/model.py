@@ -12,7 +12,9 @@ frames)``, ``params()``, ``load(frame)``, ``clear_segment()``, ``step(row, frame
 frames_in_segment, substeps)``, ``step_grad(row, frame, dt)``, ``finish_backward()``,
 ``output()``, ``state_bytes()``; optionally ``velocity_output()`` (then the Simulation
 also outputs ``"<name>_velocity"`` and passes its adjoint as ``begin_backward``'s second
-argument). Outputs and output adjoints are torch tensors of the engine's dtype on its
+argument) and ``row_bytes()`` (the bytes one substep row of stored state costs, for
+``Simulation(checkpoint="auto")``; without it "auto" checkpoints). Outputs and output
+adjoints are torch tensors of the engine's dtype on its
 device (``runtime.torch_dtype()``, ``runtime.torch_device()``; ``kernels.field_to_torch``
 and ``torch_to_field`` copy them without leaving the device).
 """

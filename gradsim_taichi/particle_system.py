@@ -108,6 +108,17 @@ class ParticleSystem:
     def velocity_output(self):
         return self.particles.velocity_output()
 
+    def row_bytes(self):
+        """Bytes of state one substep row adds (values and adjoints of x, v, f and the force
+        models' per-substep values); None when a force model does not say (``row_bytes``)."""
+        total = self.particles.row_bytes()
+        for force in self.forces:
+            per_row = getattr(force, "row_bytes", None)
+            if per_row is None:
+                return None
+            total += per_row()
+        return total
+
     def state_bytes(self):
         return self.particles.state_bytes() + sum(
             force.state_bytes() for force in self.forces if hasattr(force, "state_bytes"))

@@ -5,7 +5,11 @@ kept, and a buffer holds the substeps of one frame; the backward pass walks the
 frames in reverse, recomputes each frame's substeps from its checkpoint and runs
 the adjoint kernels through them. Peak memory grows like ``frames * N +
 substeps * N``. With ``checkpoint=False`` every substep of the rollout is stored
-(``frames * substeps * N``): no recomputation, for testing and short rollouts.
+(``frames * substeps * N``): no recomputation, so forward + backward costs one forward
+less per frame. ``checkpoint="auto"`` stores every substep when that state (values and
+adjoints, :meth:`Simulation.stored_state_bytes`) stays within
+:data:`AUTO_STORE_BYTES`, and checkpoints otherwise (or when a system cannot say what a
+substep row costs: ``row_bytes``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from gradsim_taichi.checks import STABILITY_LIMITS
 from gradsim_taichi.model import Model
 from gradsim_taichi.params import ParamSet, engine_tensor
 
+# checkpoint="auto" stores every substep up to this much state (values and adjoints): a
+# 64x64 cloth's 4 frames x 16 substeps in float32 take 23 MB, its 60 x 32 take 700 MB.
+AUTO_STORE_BYTES = 64 * 2**20
+
 
 class Simulation:
     """Rollouts of a :class:`Model` over ``frames`` frames of ``substeps`` substeps each.
@@ -31,12 +39,14 @@ class Simulation:
         substeps: integrator substeps per frame.
         fps: frames per second; the substep is ``dt = 1 / (fps * substeps)``.
         dt: substep length in seconds (overrides ``fps``).
-        checkpoint: recompute frames in the backward pass (True) or store every substep.
+        checkpoint: recompute frames in the backward pass (True), store every substep
+            (False), or ``"auto"``: store every substep when that takes at most
+            :data:`AUTO_STORE_BYTES`, else recompute. ``self.checkpoint`` says which.
         progress: show a tqdm bar for rollouts of at least this many frames (None: never).
     """
 
     def __init__(self, model: Model, frames: int, substeps: int = 32, fps: float = 60.0,
-                 dt: float | None = None, checkpoint: bool = True,
+                 dt: float | None = None, checkpoint: bool | str = True,
                  progress: int | None = None):
         if int(frames) != frames or frames < 1:
             raise ValueError(f"frames must be a positive integer; got {frames!r}")
@@ -52,6 +62,10 @@ class Simulation:
         self.frames = int(frames)
         self.substeps = int(substeps)
         self.dt = float(dt)
+        if checkpoint == "auto":
+            checkpoint = not _store_fits(model, self.frames * self.substeps + 1)
+        elif not isinstance(checkpoint, (bool, np.bool_)):
+            raise ValueError(f"checkpoint must be True, False or 'auto'; got {checkpoint!r}")
         self.checkpoint = bool(checkpoint)
         self.progress = progress
         self.frames_per_segment = 1 if self.checkpoint else self.frames
@@ -174,8 +188,13 @@ class Simulation:
         self.model.check_alive("this Simulation (and its Model)")
 
     # ---- time loop -------------------------------------------------------------------
+    def _segment_frames(self, first_frame: int) -> int:
+        """Frames the segment starting at ``first_frame`` runs: all of it, or (one segment
+        holding every frame) up to the frame count of the last forward."""
+        return min(self.frames_per_segment, self._frames_run - first_frame)
+
     def _run_segment(self, first_frame: int) -> None:
-        steps = self.frames_per_segment * self.substeps
+        steps = self._segment_frames(first_frame) * self.substeps
         for system in self.systems:
             system.load(first_frame)
             system.clear_segment()
@@ -186,10 +205,9 @@ class Simulation:
         self._buffer_segment = first_frame
 
     def _segments(self, frames: int | None = None):
-        """The first frame of each segment that simulating ``frames`` frames runs (every
-        segment without checkpoints: it is one)."""
-        last = self.frames if frames is None or not self.checkpoint else frames
-        return range(0, last, self.frames_per_segment)
+        """The first frame of each segment that simulating ``frames`` frames runs (without
+        checkpoints: one segment)."""
+        return range(0, self.frames if frames is None else frames, self.frames_per_segment)
 
     def _frame_count(self, frames) -> int:
         if frames is None:
@@ -209,7 +227,7 @@ class Simulation:
         arrays (:meth:`forward_tensors` returns torch tensors on the engine's device).
 
         ``frames``: simulate only the first ``frames`` frames (default: all), e.g. for a
-        loss over the early frames of the video; with checkpoints (the default) the time
+        loss over the early frames of the video; the time
         loop stops there, and :meth:`backward` starts there."""
         return {k: v.cpu().numpy() for k, v in self.forward_tensors(frames).items()}
 
@@ -218,13 +236,13 @@ class Simulation:
         from the engine by kernels, no host round trip)."""
         self._check_alive()
         frames = self._frame_count(frames)
+        self._frames_run = frames
         for first in self._bar(self._segments(frames), "simulate"):
             self._run_segment(first)
-            for k in range(1, self.frames_per_segment + 1):
+            for k in range(1, self._segment_frames(first) + 1):
                 for system in self.systems:
                     system.save(first + k, k * self.substeps)
         self._run_id += 1
-        self._frames_run = frames
         out = {}
         for s in self.systems:
             full = engine_tensor(s.output())  # (a tensor there already: as it is)
@@ -250,13 +268,14 @@ class Simulation:
                 system.begin_backward(g, None if gv is None else _padded(gv, shape))
             else:
                 system.begin_backward(g)
-        steps = self.frames_per_segment * self.substeps
         # segments after the last simulated frame get no gradient and pass none back
         for first in self._bar(reversed(self._segments(frames)), "backward"):
             if self._buffer_segment != first:
                 self._run_segment(first)
+            count = self._segment_frames(first)
+            steps = count * self.substeps
             for system in self.systems:
-                system.seed_segment(first, self.frames_per_segment, self.substeps)
+                system.seed_segment(first, count, self.substeps)
             for row in reversed(range(steps)):
                 frame = first + row // self.substeps
                 for system in reversed(self.systems):
@@ -276,6 +295,19 @@ class Simulation:
         from gradsim_taichi.torch_bridge import simulate
 
         return simulate(self, params)
+
+
+def _store_fits(model: Model, rows: int) -> bool:
+    """Whether storing ``rows`` substep rows of every system (values and adjoints) takes at
+    most :data:`AUTO_STORE_BYTES`; False when a system does not say (no ``row_bytes``)."""
+    total = 0
+    for system in model.systems:
+        per_row = getattr(system, "row_bytes", None)
+        per_row = None if per_row is None else per_row()
+        if per_row is None:
+            return False
+        total += per_row * rows
+    return total <= AUTO_STORE_BYTES
 
 
 def _padded(grad, shape) -> torch.Tensor:

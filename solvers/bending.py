@@ -106,6 +106,9 @@ class Bending(ForceModelBase):
     def allocate(self, rows: int, frames: int) -> None:
         self.angle = ti.field(runtime.real(), shape=(rows, self.count))
 
+    def row_bytes(self) -> int:
+        return self.count * np.dtype(runtime.np_dtype()).itemsize
+
     def state_bytes(self) -> int:
         """Bytes of per-substep values kept for the adjoint (the angles)."""
         return self.angle.shape[0] * self.count * np.dtype(runtime.np_dtype()).itemsize
@@ -144,12 +147,18 @@ class Bending(ForceModelBase):
         return valid, e_len, e_hat, d1, d2, d3, d4, n1, n2, inv1, inv2, a3, b3, a4, b4
 
     @ti.func
-    def _wing_adjoint(self, n, inv, c_wing, c_edge, c3, c4, a, b):
-        """Adjoint of one wing's term (n . C) / |n|^2 of sum_a c_a . d_a, n = a x b, with
-        C = c_wing: returns dL/da, dL/db (through the normal) and the weights of |e| and
-        of the wing's two edge projections (the scalars C is made of)."""
-        h = c_wing * inv - (2.0 * n.dot(c_wing) * inv * inv) * n
-        return b.cross(h), h.cross(a), n.dot(c_edge) * inv, n.dot(c3) * inv, n.dot(c4) * inv
+    def _wing_adjoint(self, n, inv, e_len, s3, s4, c_edge, c3, c4, a, b):
+        """Adjoint of one wing's term u . C of sum_a c_a . d_a, u = n / |n|^2, n = a x b,
+        C = |e| c_edge + s3 c3 + s4 c4: returns dL/da, dL/db (through the normal) and the
+        weights u . c_edge, u . c3, u . c4 of |e| and of the wing's two edge projections
+        s3, s4 (so u . C is their weighted sum)."""
+        u = n * inv
+        w_e = u.dot(c_edge)
+        w3 = u.dot(c3)
+        w4 = u.dot(c4)
+        h = (e_len * c_edge + s3 * c3 + s4 * c4) * inv \
+            - (2.0 * (e_len * w_e + s3 * w3 + s4 * w4)) * u
+        return b.cross(h), h.cross(a), w_e, w3, w4
 
     @ti.kernel
     def _forces(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):
@@ -231,12 +240,12 @@ class Bending(ForceModelBase):
                 w_len = -G * bend
                 # wing 1: n1 = (x3 - x1) x (x4 - x1); wing 2: n2 = (x4 - x2) x (x3 - x2)
                 p1, q1, w_len1, w_a3, w_a4 = self._wing_adjoint(
-                    n1, inv1, e_len * c1 + a3 * c3 + a4 * c4, c1, c3, c4, x3 - x1, x4 - x1)
+                    n1, inv1, e_len, a3, a4, c1, c3, c4, x3 - x1, x4 - x1)
                 gx3 += p1
                 gx4 += q1
                 gx1 -= p1 + q1
                 p2, q2, w_len2, w_b3, w_b4 = self._wing_adjoint(
-                    n2, inv2, e_len * c2 + b3 * c3 + b4 * c4, c2, c3, c4, x4 - x2, x3 - x2)
+                    n2, inv2, e_len, b3, b4, c2, c3, c4, x4 - x2, x3 - x2)
                 gx4 += p2
                 gx3 += q2
                 gx2 -= p2 + q2

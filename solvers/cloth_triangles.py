@@ -24,6 +24,7 @@ import numpy as np
 import taichi as ti
 
 from gradsim_taichi import runtime
+from gradsim_taichi.kernels import WithAdjoint
 from gradsim_taichi.solvers.registry import ForceModelBase
 from gradsim_taichi.solvers.scatter import Scatter
 
@@ -92,6 +93,8 @@ class ClothTriangles(ForceModelBase):
         self.fill_learnables()
         self.frames = 0
         self.act = None
+        self.apply_frame = WithAdjoint(self._forces, self._forces_adjoint)
+        self.apply = self.apply_frame  # the ForceModel name; apply_frame: takes the frame
 
     def stability_terms(self, x0) -> list:
         """Membrane stiffness (``tri_ke + tri_ka``, a vertex's stiffness for an
@@ -107,22 +110,26 @@ class ClothTriangles(ForceModelBase):
                                   "cloth triangle activation (area target shift), (frames, T)")
         self.fill_learnables()
 
+    # ---- kernels (the adjoint is hand-written: Taichi's generated one cost 2.3x the
+    # forward, and atomics in it when parallel) --------------------------------------
+    @ti.func
+    def _triangle(self, x: ti.template(), v: ti.template(), row, t):
+        """Corner ids, edges ``qp, rp`` from the first corner, relative velocities, the
+        inverse rest matrix and the rest area of triangle ``t``."""
+        i = self.tris[t][0]
+        j = self.tris[t][1]
+        k = self.tris[t][2]
+        p = x[row, i]
+        vp = v[row, i]
+        return (i, j, k, x[row, j] - p, x[row, k] - p, v[row, j] - vp, v[row, k] - vp,
+                self.pose[t], self.rest_area[t])
+
     @ti.kernel
-    def apply_frame(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32,
-                    frame: ti.i32):
+    def _forces(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32,
+                frame: ti.i32):
         ti.loop_config(serialize=self.scatter.serial)
         for t in range(self.count):
-            i = self.tris[t][0]
-            j = self.tris[t][1]
-            k = self.tris[t][2]
-            p = x[row, i]
-            qp = x[row, j] - p
-            rp = x[row, k] - p
-            vp = v[row, i]
-            vq = v[row, j] - vp
-            vr = v[row, k] - vp
-            dm = self.pose[t]
-            a0 = self.rest_area[t]
+            i, j, k, qp, rp, vq, vr, dm, a0 = self._triangle(x, v, row, t)
             k_mu = self.ke[t] * a0
             k_lambda = self.ka[t] * a0
             k_damp = self.kd[t] * a0
@@ -146,4 +153,66 @@ class ClothTriangles(ForceModelBase):
             self.scatter.add(0, f, row, j, t, 1, -fq)
             self.scatter.add(0, f, row, k, t, 2, -fr)
 
-    apply = apply_frame  # the ForceModel name; apply_frame says it takes the frame
+    @ti.kernel
+    def _forces_adjoint(self, x: ti.template(), v: ti.template(), f: ti.template(),
+                        row: ti.i32, frame: ti.i32):
+        # L = Gq . fq + Gr . fr with Gq = g_i - g_j, Gr = g_i - g_k (g = f.grad).
+        # Elastic: fq_e = k_mu (F Dm^T)_q is linear in (qp, rp): the adjoint is the same
+        # map applied to (Gq, Gr). Area: fq_a = s dcdq, fr_a = s dcdr, so with
+        # Gs = Gq . dcdq + Gr . dcdr: dL/ds = Gs, dL/d(dcdq) = s Gq + Gs k_damp vq =: Pq
+        # (Pr alike); dcdq = h rp x nh, dcdr = h nh x qp (h = 0.5 / a0) give
+        # dL/drp = h nh x Pq, dL/dqp = h Pr x nh, dL/dnh = h (Pq x rp + qp x Pr); then
+        # through nh = n / |n|, |n| (in c) and n = qp x rp.
+        ti.loop_config(serialize=self.scatter.serial)
+        for t in range(self.count):
+            i, j, k, qp, rp, vq, vr, dm, a0 = self._triangle(x, v, row, t)
+            gi = f.grad[row, i]
+            gq = gi - f.grad[row, j]
+            gr = gi - f.grad[row, k]
+            ke = self.ke[t]
+            ka = self.ka[t]
+            k_mu = ke * a0
+            k_lambda = ka * a0
+            k_damp = self.kd[t] * a0
+            h = 0.5 / a0
+            # elastic: fq = k_mu (A qp + B rp), fr = k_mu (B qp + C rp), M = Dm Dm^T
+            m_a = dm[0, 0] * dm[0, 0] + dm[0, 1] * dm[0, 1]
+            m_b = dm[0, 0] * dm[1, 0] + dm[0, 1] * dm[1, 1]
+            m_c = dm[1, 0] * dm[1, 0] + dm[1, 1] * dm[1, 1]
+            eq = m_a * gq + m_b * gr
+            er = m_b * gq + m_c * gr
+            g_qp = k_mu * eq
+            g_rp = k_mu * er
+            g_kmu = eq.dot(qp) + er.dot(rp)
+            # area term
+            n = qp.cross(rp)
+            nlen = ti.sqrt(n.dot(n) + 1e-30)
+            nh = n / nlen
+            c = h * nlen - (1.0 + ke / ka) + self.act[frame, t]
+            dcdq = rp.cross(nh) * h
+            dcdr = nh.cross(qp) * h
+            rate = dcdq.dot(vq) + dcdr.dot(vr)
+            s = k_lambda * c + k_damp * rate
+            gs = gq.dot(dcdq) + gr.dot(dcdr)
+            g_c = gs * k_lambda
+            pq = s * gq + (gs * k_damp) * vq
+            pr = s * gr + (gs * k_damp) * vr
+            g_rp += h * nh.cross(pq)
+            g_qp += h * pr.cross(nh)
+            g_nh = h * (pq.cross(rp) + qp.cross(pr))
+            g_n = (g_nh - g_nh.dot(nh) * nh) / nlen + (g_c * h) * nh
+            g_qp += rp.cross(g_n)
+            g_rp += g_n.cross(qp)
+            g_vq = (gs * k_damp) * dcdq
+            g_vr = (gs * k_damp) * dcdr
+            # parameters: alpha = 1 + ke / ka is in c
+            self.ke.grad[t] += a0 * g_kmu - g_c / ka
+            self.ka.grad[t] += a0 * gs * c + g_c * ke / (ka * ka)
+            self.kd.grad[t] += a0 * gs * rate
+            self.act.grad[frame, t] += g_c
+            self.scatter.add(0, x.grad, row, i, t, 0, -(g_qp + g_rp))
+            self.scatter.add(0, x.grad, row, j, t, 1, g_qp)
+            self.scatter.add(0, x.grad, row, k, t, 2, g_rp)
+            self.scatter.add(0, v.grad, row, i, t, 0, -(g_vq + g_vr))
+            self.scatter.add(0, v.grad, row, j, t, 1, g_vq)
+            self.scatter.add(0, v.grad, row, k, t, 2, g_vr)

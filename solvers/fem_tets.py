@@ -271,8 +271,9 @@ class TetFEM(ForceModelBase):
             self.kd.grad[t] += jdot * gp + (S * K).sum()
             self.act.grad[frame, t] += lam_s * gp
             # state
+            # (dcof is linear in its second argument: one call for both cofactor terms)
             dF = (a * Gh + (2.0 * mu_s / ((ic + 1.0) * (ic + 1.0)) * FG) * F
-                  + p * _dcofactor(F, Gh) + gp * (lam_s * cof + kd * _dcofactor(F, Fdot))
+                  + _dcofactor(F, p * Gh + (gp * kd) * Fdot) + (gp * lam_s) * cof
                   + kd * (Gh @ S + Fdot @ K))
             dFdot = kd * (gp * cof + F @ K)
             dX = dF @ B.transpose()

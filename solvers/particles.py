@@ -91,6 +91,10 @@ class ParticleState(Learnable):
         self.learnable_field("external_force", self.ext, "force on each particle, constant "
                              "within a frame [N], (frames, N, 3)")
 
+    def row_bytes(self) -> int:
+        """Bytes of one substep row of the buffers: x, v, f and their adjoints."""
+        return self.n * 3 * np.dtype(runtime.np_dtype()).itemsize * 3 * 2
+
     def state_bytes(self) -> int:
         """Bytes of stored state (values and adjoints) of the buffers and checkpoints."""
         itemsize = np.dtype(runtime.np_dtype()).itemsize
@@ -189,10 +193,12 @@ class ParticleState(Learnable):
 
     # ---- backward --------------------------------------------------------------------
     def begin_backward(self, grad_frames, grad_velocities=None) -> None:
-        """Zero all adjoints; ``grad_frames`` / ``grad_velocities`` are dL/d(positions) and
-        dL/d(velocities) at the frame boundaries (None: zero)."""
-        for field in (self.x, self.v, self.f):
-            field.grad.fill(0)
+        """Zero the adjoints; ``grad_frames`` / ``grad_velocities`` are dL/d(positions) and
+        dL/d(velocities) at the frame boundaries (None: zero). Of the buffers' adjoints only
+        row 0's x and v are read before they are written (:meth:`seed_segment` carries
+        them to the last row; the integrator's adjoint assigns every other row), so only
+        they are zeroed: with every substep stored the buffers are the rollout's size."""
+        self._clear_row0_grads()
         self.zero_grads()
         self.gravity_acc.fill(0)
         self.contact_acc.fill(0)
@@ -211,6 +217,13 @@ class ParticleState(Learnable):
             self.substeps[None] = substeps
             self._substeps = substeps
         self._carry(frames_in_segment * substeps)
+
+    @ti.kernel
+    def _clear_row0_grads(self):
+        ti.loop_config(serialize=self.loop.serial)
+        for i in range(self.n):
+            self.x.grad[0, i] = ti.Vector([0.0, 0.0, 0.0])
+            self.v.grad[0, i] = ti.Vector([0.0, 0.0, 0.0])
 
     @ti.kernel
     def _carry(self, last: ti.i32):

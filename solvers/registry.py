@@ -34,7 +34,8 @@ class ForceModel(Protocol):
         """Size per-substep / per-frame storage (called once, before the first rollout)."""
 
     def state_bytes(self) -> int:
-        """Bytes of per-substep values kept for the adjoint."""
+        """Bytes of per-substep values kept for the adjoint (optional: ``row_bytes``, the
+        bytes per substep row, lets ``Simulation(checkpoint="auto")`` size full storage)."""
 
     def params(self) -> list:
         """The learnable parameters (:class:`~gradsim_taichi.params.Param`)."""
@@ -52,6 +53,9 @@ class ForceModelBase(Learnable):
         pass
 
     def state_bytes(self) -> int:
+        return 0
+
+    def row_bytes(self) -> int:
         return 0
 
 

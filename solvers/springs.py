@@ -46,6 +46,9 @@ class Springs(ForceModelBase):
     def allocate(self, rows: int, frames: int) -> None:
         self.lengths = ti.Vector.field(2, runtime.real(), shape=(rows, self.count))
 
+    def row_bytes(self) -> int:
+        return self.count * 2 * np.dtype(runtime.np_dtype()).itemsize
+
     def state_bytes(self) -> int:
         """Bytes of per-substep values kept for the adjoint (the lengths)."""
         return self.lengths.shape[0] * self.count * 2 * np.dtype(runtime.np_dtype()).itemsize

@@ -167,3 +167,44 @@ def test_velocity_output_gradients_match_finite_differences():
             x += h * d
         numeric = (lp - lm) / (2 * h)
         assert abs((grad * d).sum().item() - numeric) < 1e-5 * abs(numeric)
+
+
+def test_auto_storage_stores_small_rollouts_and_checkpoints_large_ones(monkeypatch):
+    """checkpoint="auto" stores every substep while the stored state stays within
+    AUTO_STORE_BYTES (row_bytes predicts what full storage adds per substep row) and
+    checkpoints beyond; its gradients are the checkpointed ones."""
+    from gradsim_taichi import simulation
+
+    full = gs.Simulation(chain_builder().finalize(), frames=10, substeps=8, checkpoint=False)
+    short = gs.Simulation(chain_builder().finalize(), frames=9, substeps=8, checkpoint=False)
+    per_row = full.model.particle_system.row_bytes()
+    # 8 more rows cost 8 row_bytes plus one frame's checkpoints (2 states of x, v)
+    assert full.stored_state_bytes() - short.stored_state_bytes() == 8 * per_row + 2 * 3 * 3 * 8
+    rows = 10 * 8 + 1
+    monkeypatch.setattr(simulation, "AUTO_STORE_BYTES", per_row * rows)
+    auto = gs.Simulation(chain_builder().finalize(), frames=10, substeps=8, checkpoint="auto")
+    assert not auto.checkpoint
+    monkeypatch.setattr(simulation, "AUTO_STORE_BYTES", per_row * rows - 1)
+    ckpt = gs.Simulation(chain_builder().finalize(), frames=10, substeps=8, checkpoint="auto")
+    assert ckpt.checkpoint
+    grads = []
+    for sim in (auto, ckpt):
+        sim.forward()
+        sim.backward({"particles": weights(sim)})
+        grads.append({n: sim.param_grad(n) for n in ALL_PARTICLE_PARAMS})
+    for n in ALL_PARTICLE_PARAMS:
+        np.testing.assert_allclose(grads[0][n], grads[1][n], rtol=1e-12, atol=1e-12, err_msg=n)
+
+
+def test_auto_storage_checkpoints_when_a_force_model_does_not_say_its_row_bytes(monkeypatch):
+    from gradsim_taichi import simulation
+
+    monkeypatch.setattr(Springs, "row_bytes", None)
+    monkeypatch.setattr(simulation, "AUTO_STORE_BYTES", 2**40)
+    assert gs.Simulation(chain_builder().finalize(), frames=2, substeps=4,
+                         checkpoint="auto").checkpoint
+
+
+def test_checkpoint_must_be_a_bool_or_auto():
+    with pytest.raises(ValueError, match="checkpoint must be True, False or 'auto'"):
+        gs.Simulation(chain_builder().finalize(), frames=2, substeps=4, checkpoint="yes")
