@@ -229,3 +229,18 @@ def test_fem_ball_paper_table_instance_that_found_a_wrong_basin():
     result = estimate(scene, render_target(scene), seed=1, progress=False, uncertainty=False)
     for name, err in result.errors().items():
         assert err["rel_err"] < 1e-8, (name, err)
+
+
+def test_scenes_store_every_substep_when_it_fits():
+    """Scenes simulate with ``checkpoint="auto"``: a soft preset's rollout fits the budget
+    and is stored whole (no recomputation in the backward pass); rigid bodies cannot say
+    what a substep costs and checkpoint."""
+    from gradsim_taichi.simulation import AUTO_STORE_BYTES
+
+    soft = make_scene("fem-ball")
+    soft.build()
+    assert not soft.sim.checkpoint
+    assert 0 < soft.sim.stored_state_bytes() <= AUTO_STORE_BYTES
+    rigid = make_scene("rigid-mass")
+    rigid.build()
+    assert rigid.sim.checkpoint
