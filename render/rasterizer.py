@@ -233,7 +233,7 @@ class SoftRasterizer:
         p, single = self.prepare(vertices)
         st = self.settings
         S = self.supersample
-        if S > 1 and p["bg"].ndim == 3:
+        if S > 1:  # each background pixel fills its block
             p["bg"] = p["bg"].repeat_interleave(S, 0).repeat_interleave(S, 1)
         if self.mode == "soft":
             out = SoftRasterFunction.apply(
