@@ -226,6 +226,15 @@ class RigidBodySystem(Learnable):
                                  "impulse of each add_body_impulse [N s], [K, 3]",
                                  shape=(self.nk, 3))
 
+    def row_bytes(self) -> int:
+        """Bytes one substep row of the buffers adds (values and adjoints): each body's
+        x, v, w, q, force and torque sums, and with per-slot partial sums (the ground
+        contact's reduction) each (body, slot)'s state and partial sums
+        (``Simulation(checkpoint="auto")`` sizes full storage with it)."""
+        per_body = 3 + 3 + 3 + 4 + 3 + 3
+        per_slot = (3 + 3 + 3 + 3 + 4 + 3 + 3) * self.slots if self.slots > 1 else 0
+        return 2 * (per_body + per_slot) * self.nb * np.dtype(runtime.np_dtype()).itemsize
+
     def state_bytes(self) -> int:
         """Bytes of stored state (values and adjoints) of the buffers and checkpoints."""
         buffers = _field_bytes(self.x, self.v, self.w, self.q, self.fsum, self.tsum,

@@ -83,3 +83,41 @@ def test_a_frame_count_out_of_range_is_named(frames):
     sim, _ = rigid_sim()
     with pytest.raises(ValueError, match=r"frames must be an integer in \[1, 12\]"):
         gs.simulate(sim, {}, frames=frames)
+
+
+@pytest.mark.parametrize("slots", ["1", "4"])
+def test_rigid_row_bytes_size_full_storage(monkeypatch, slots):
+    """A rigid body says what one stored substep row costs (``row_bytes``), so
+    ``checkpoint="auto"`` stores a short rigid rollout; its gradients are the
+    checkpointed ones. With per-slot partial sums (GRADSIM_REDUCTION_SLOTS) too."""
+    from gradsim_taichi import simulation
+
+    monkeypatch.setenv("GRADSIM_REDUCTION_SLOTS", slots)
+
+    def sim(frames, checkpoint):
+        b = gs.ModelBuilder(contact_ke=2e3, contact_kd=10.0, contact_kf=50.0)
+        b.add_rigid_box((0.2, 0.1, 0.15), mass=1.0, position=(0.0, 0.12, 0.0),
+                        orientation=(0.95, 0.1, 0.2, 0.05), velocity=(1.0, -0.5, 0.0))
+        return gs.Simulation(b.finalize(), frames=frames, substeps=16, checkpoint=checkpoint)
+
+    full, short = sim(12, False), sim(11, False)
+    per_row = full.model.systems[0].row_bytes()
+    # 16 more rows, plus one more frame's checkpoint (x, v, w, q: 13 values, no adjoints)
+    assert full.stored_state_bytes() - short.stored_state_bytes() == 16 * per_row + 13 * 8
+    monkeypatch.setattr(simulation, "AUTO_STORE_BYTES", per_row * (12 * 16 + 1))
+    stored = sim(12, "auto")
+    assert not stored.checkpoint
+    monkeypatch.setattr(simulation, "AUTO_STORE_BYTES", per_row * (12 * 16 + 1) - 1)
+    checkpointed = sim(12, "auto")
+    assert checkpointed.checkpoint
+    grads = []
+    for s in (stored, checkpointed):
+        leaves = {n: torch.tensor(s.get_param(n)).requires_grad_(True)
+                  for n in ("body_mass", "contact_ke", "body_velocity")}
+        x = gs.simulate(s, leaves)["rigid"]
+        (x * torch.linspace(-1.0, 1.0, x.numel(), dtype=x.dtype).reshape(x.shape)).sum().backward()
+        grads.append({n: t.grad for n, t in leaves.items()})
+    for n in grads[0]:
+        assert float(grads[0][n].abs().max()) > 0, n
+        np.testing.assert_allclose(grads[0][n].numpy(), grads[1][n].numpy(), rtol=1e-12,
+                                   atol=1e-12 * float(grads[1][n].abs().max()), err_msg=n)

@@ -231,16 +231,18 @@ def test_fem_ball_paper_table_instance_that_found_a_wrong_basin():
         assert err["rel_err"] < 1e-8, (name, err)
 
 
-def test_scenes_store_every_substep_when_it_fits():
-    """Scenes simulate with ``checkpoint="auto"``: a soft preset's rollout fits the budget
-    and is stored whole (no recomputation in the backward pass); rigid bodies cannot say
-    what a substep costs and checkpoint."""
-    from gradsim_taichi.simulation import AUTO_STORE_BYTES
+def test_scenes_store_every_substep_when_it_fits(monkeypatch):
+    """Scenes simulate with ``checkpoint="auto"``: a preset's rollout (soft or rigid) fits
+    the budget and is stored whole (no recomputation in the backward pass); over the
+    budget the scene checkpoints."""
+    from gradsim_taichi import simulation
 
-    soft = make_scene("fem-ball")
-    soft.build()
-    assert not soft.sim.checkpoint
-    assert 0 < soft.sim.stored_state_bytes() <= AUTO_STORE_BYTES
-    rigid = make_scene("rigid-mass")
-    rigid.build()
-    assert rigid.sim.checkpoint
+    for name in ("fem-ball", "rigid-mass"):
+        scene = make_scene(name)
+        scene.build()
+        assert not scene.sim.checkpoint, name
+        assert 0 < scene.sim.stored_state_bytes() <= simulation.AUTO_STORE_BYTES, name
+    monkeypatch.setattr(simulation, "AUTO_STORE_BYTES", 1024)
+    scene = make_scene("rigid-mass")
+    scene.build()
+    assert scene.sim.checkpoint
