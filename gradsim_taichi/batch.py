@@ -71,7 +71,12 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
     Never raises for a bad item: returns its summary row (:func:`row_from_report`) with
     status ``"failed"`` and the message (also in ``error.json`` there) instead. Without
     ``resume`` any earlier resume state of the item is dropped first."""
-    from gradsim_taichi.estimation_outputs import estimate_into, render_for, restarts_for
+    from gradsim_taichi.estimation_outputs import (
+        chroma_for,
+        estimate_into,
+        render_for,
+        restarts_for,
+    )
     from gradsim_taichi.render import load_video
     from gradsim_taichi.run_loop import locked
     from gradsim_taichi.scenes import make_preset
@@ -112,7 +117,7 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
             estimate_into(folder, scene, target, settings, params=names, iters=item.iters,
                           lr=item.lr, optimizer=item.optimizer,
                           frame_stride=item.frame_stride, blur=item.blur, seed=item.seed,
-                          resume=resume, progress=False,
+                          chroma=chroma_for(item.target), resume=resume, progress=False,
                           render=render_for(target is not None, item.render),
                           loss=item.loss or "mse", fit=item.fit,
                           stage_contact=item.stage_contact, hold_flight=item.hold_flight,

@@ -27,6 +27,7 @@ from gradsim_taichi.objectives import (
     Stages,
     blur_frames,
     check_blur,
+    check_chroma,
     check_frame_range,
     check_mask,
     check_target,
@@ -153,6 +154,7 @@ def estimate(
     warmup: tuple | None = None,
     coarse_iters: int | None = None,
     blur: float | None = None,
+    chroma: str = "full",
     tol: float = 1e-10,
     true: dict | None = None,
     uncertainty: bool = True,
@@ -208,6 +210,10 @@ def estimate(
             the pixel loss is rough at the pixel scale and its local slope can point
             away from the truth; blurred, its basin is as wide as the blur. The minimum
             does not move (equal videos blur equally).
+        chroma: ``"full"`` (compare RGB) or ``"420"``: compare both videos as a 4:2:0
+            codec (H.264, H.265: almost every MP4) keeps them, luma per pixel and colour
+            per 2 x 2 block (:func:`~gradsim_taichi.objectives.chroma_420`), for a target
+            decoded from such a clip (the CLI's ``--chroma auto``).
         tol: stop early, once every stage has begun, when for
             :data:`gradsim_taichi.fit.CONVERGED_PATIENCE` iterations in a row no learned
             value (log-values for positive parameters) moved by more than
@@ -265,7 +271,7 @@ def estimate(
             dict(params=params, iters=iters, lr=lr, optimizer=optimizer,
                  frame_stride=frame_stride, loss=loss, supervision=supervision, init=init,
                  resume=resume, save_every=save_every, progress=progress, warmup=warmup,
-                 coarse_iters=coarse_iters, blur=blur, tol=tol, true=true,
+                 coarse_iters=coarse_iters, blur=blur, chroma=chroma, tol=tol, true=true,
                  uncertainty=uncertainty, mask=mask, frame_range=frame_range,
                  stage_contact=stage_contact, hold_flight=hold_flight, fit=fit,
                  background=background))
@@ -296,6 +302,9 @@ def estimate(
     coarse_iters = scene.coarse_iters if coarse_iters is None else coarse_iters
     Stages(scene.frames, warmup, coarse_iters, frame_stride, frame_range)  # checks
     blur = 0.0 if supervision == "3d" else check_blur(scene.blur if blur is None else blur)
+    chroma = check_chroma(chroma)
+    if chroma != "full" and supervision == "3d":
+        raise ValueError(f"chroma {chroma!r} compares video frames; 3D supervision has none")
     if optimizer == "lm" and loss != "mse":
         raise ValueError("optimizer 'lm' fits the residuals of the MSE; it cannot use a "
                          "custom loss")
@@ -327,7 +336,7 @@ def estimate(
     if clash:
         raise ValueError(f"parameter names {clash} are both physical and nuisance ones")
     job = Fit(scene, target, names, init, optimizer, lr, iters, stages, blur, supervision,
-              loss_fn, tol, nuisance, hold)
+              loss_fn, tol, nuisance, hold, chroma)
 
     calibration = job.calibrate() if not (resume and out_dir is not None
                                           and (Path(out_dir) / "state.pt").exists()) else None
@@ -353,7 +362,7 @@ def estimate(
                       frame_stride=frame_stride, loss=loss if isinstance(loss, str)
                       else getattr(loss, "__name__", "custom"), supervision=supervision,
                       seed=seed, warmup=stages.horizons, coarse_iters=stages.coarse_iters,
-                      blur=blur, tol=tol, frame_range=list(stages.range),
+                      blur=blur, chroma=chroma, tol=tol, frame_range=list(stages.range),
                       stage_contact=stage_contact, hold_flight=bool(hold_flight),
                       fit=list(kinds)),
     )

@@ -14,6 +14,7 @@ import torch
 from gradsim_taichi import runtime
 from gradsim_taichi.errors import EstimationError
 from gradsim_taichi.estimation import EstimationResult, estimate, render_target
+from gradsim_taichi.objectives import VIDEO_SUFFIXES
 from gradsim_taichi.reports import jsonable, plot_history, save_compare_videos, save_image
 from gradsim_taichi.reports import write_report as _write_report
 from gradsim_taichi.scenes.base import Scene
@@ -80,6 +81,17 @@ def render_for(own_video: bool, render: str | None = None) -> str | None:
     the engine did not make (it looks like an ordinary renderer's or a camera's), else
     None (the scene's own: its targets are its own renders)."""
     return render or ("antialias" if own_video else None)
+
+
+def chroma_for(target_path, chroma: str = "auto") -> str:
+    """The colour the loss compares (``estimate(chroma=...)``): ``chroma`` if given,
+    else ``"420"`` for a target read from a video container (:data:`VIDEO_SUFFIXES`:
+    H.264 / H.265 clips keep colour per 2 x 2 block) and ``"full"`` otherwise (image
+    folders, GIFs, a preset's own render)."""
+    if chroma != "auto":
+        return chroma
+    suffix = Path(str(target_path)).suffix.lower() if target_path is not None else ""
+    return "420" if suffix in VIDEO_SUFFIXES else "full"
 
 
 # initial guesses of an estimation from a video the engine did not make: its loss can

@@ -12,7 +12,7 @@ import torch
 
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import StateError
-from gradsim_taichi.objectives import blur_frames, needs_mask
+from gradsim_taichi.objectives import blur_frames, chroma_420, needs_mask
 from gradsim_taichi.optimisers import LevenbergMarquardt, Optimiser
 from gradsim_taichi.reports import jsonable
 
@@ -46,17 +46,18 @@ class Fit:
     kept = "estimate"
 
     def __init__(self, scene, target, names, init, optimizer, lr, iters, stages, blur,
-                 supervision, loss_fn, tol, nuisance=None, hold=None):
+                 supervision, loss_fn, tol, nuisance=None, hold=None, chroma="full"):
         self.name = f"estimate {scene.name}"
         self.scene, self.target, self.names, self.init = scene, target, names, init
         self.stages, self.blur, self.supervision = stages, blur, supervision
+        self.chroma = chroma
         self.loss_fn, self.kind, self.tol = loss_fn, optimizer, tol
         self.with_mask = needs_mask(loss_fn)
         self.stage_log = []  # the estimate at the end of each stage
         self.still = 0  # iterations in a row within the tolerance
         self.last_loss = None  # normalised loss of the previous iteration
         self.specs = {n: scene.params[n] for n in names}
-        self.compared = blur_frames(target, blur)
+        self.compared = self.view(target)
         self.u = {n: _to_param(self.specs[n], init[n]) for n in names}
         # camera, background, appearance (gradsim_taichi.nuisance), learned alongside
         self.nuisance = nuisance
@@ -144,7 +145,7 @@ class Fit:
             # them may not be)
             return sum(t.sum() for t in self.learned.values()) * 0.0 + penalty
         self._note(pred)
-        return self.loss_fn(blur_frames(pred, self.blur), self.compared[frame_ids])
+        return self.loss_fn(self.view(pred), self.compared[frame_ids])
 
     def final_loss(self) -> float:
         """The loss (unscaled) at the current values over every fitted frame."""
@@ -153,7 +154,7 @@ class Fit:
             pred = self.predict(ids)
             if pred is None:
                 return math.inf
-            return float(self.loss_fn(blur_frames(pred, self.blur), self.compared[ids]))
+            return float(self.loss_fn(self.view(pred), self.compared[ids]))
 
     def closure(self):
         for t in self.learned.values():
@@ -177,7 +178,7 @@ class Fit:
         if pred is None:
             return None
         self._note(pred)
-        r = (blur_frames(pred, self.blur) - self.compared[frame_ids]).reshape(-1)
+        r = (self.view(pred) - self.compared[frame_ids]).reshape(-1)
         if self.scale is None:
             self.scale = 1.0 / max(float((r * r).mean()), 1e-300)
             self.first_scale = self.first_scale or self.scale
@@ -186,6 +187,12 @@ class Fit:
 
     def _lm_tolerance(self):
         self.opt.lm.tolerance = max(LM_STAGE_TOL, LM_RUN_TOL * self.scale / self.first_scale)
+
+    def view(self, frames: torch.Tensor) -> torch.Tensor:
+        """Frames as the loss compares them: blurred, and with ``chroma="420"`` in a video
+        codec's colour (:func:`~gradsim_taichi.objectives.chroma_420`)."""
+        frames = blur_frames(frames, self.blur)
+        return chroma_420(frames) if self.chroma == "420" else frames
 
     def calibrate(self, iters: int = CALIBRATION_ITERS) -> dict | None:
         """Fit the learned nuisance parameters (camera, appearance) alone to the first
@@ -202,7 +209,7 @@ class Fit:
         def residual():
             with torch.no_grad():
                 pred = self.predict(ids)
-            return None if pred is None else (blur_frames(pred, self.blur) - target).reshape(-1)
+            return None if pred is None else (self.view(pred) - target).reshape(-1)
 
         # Levenberg-Marquardt: camera rotation and translation trade against each other
         # (a valley L-BFGS crawls along); a one-frame Jacobian costs one frame per column

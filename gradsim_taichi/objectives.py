@@ -412,3 +412,35 @@ def _blur_matrix(n: int, sigma: float, dtype) -> torch.Tensor:
     for i in range(n):
         np.add.at(m[i], np.clip(i + offsets, 0, n - 1), weights)
     return torch.as_tensor(m, dtype=dtype, device=runtime.torch_device())
+
+
+# ---- a video codec's colour -------------------------------------------------------------
+# Y, Cb, Cr of RGB (BT.601, full range): what H.264 / H.265 clips store
+_YCBCR = ((0.299, 0.587, 0.114), (-0.168736, -0.331264, 0.5), (0.5, -0.418688, -0.081312))
+CHROMA = ("full", "420")
+# the suffixes of video containers: their clips are 4:2:0 in practice (--chroma auto)
+VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v")
+
+
+def check_chroma(chroma) -> str:
+    if chroma not in CHROMA:
+        raise ValueError(f"chroma must be one of {', '.join(CHROMA)}; got {chroma!r}")
+    return chroma
+
+
+def chroma_420(frames: torch.Tensor) -> torch.Tensor:
+    """``[F, H, W, 3|4]`` RGB frames as a 4:2:0 video codec keeps them: luma (Y) per
+    pixel, the two chroma channels (Cb, Cr; BT.601) averaged over 2 x 2 blocks and repeated
+    into each (an odd last row or column pads itself); a fourth channel (a mask) is kept.
+    An H.264 clip stores only that much colour, and its decoder's upsampled chroma at a
+    coloured edge is not the scene's: compared in RGB, that difference biased a path-traced
+    L-shape's mass by 1.7e-3, compared this way 4.7e-4 (2e-4 from the clip before encoding).
+    Linear, so differentiable."""
+    m = torch.tensor(_YCBCR, dtype=frames.dtype, device=frames.device)
+    ycc = frames[..., :3] @ m.T
+    _, h, w, _ = frames.shape
+    c = ycc[..., 1:].permute(0, 3, 1, 2)
+    c = torch.nn.functional.pad(c, (0, w % 2, 0, h % 2), mode="replicate")
+    c = torch.nn.functional.avg_pool2d(c, 2).repeat_interleave(2, 2).repeat_interleave(2, 3)
+    out = torch.cat([ycc[..., :1], c[:, :, :h, :w].permute(0, 2, 3, 1)], -1)
+    return torch.cat([out, frames[..., 3:]], -1)

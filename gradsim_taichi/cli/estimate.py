@@ -47,6 +47,10 @@ def add_estimate_parser(sub, help_line: str) -> None:
     p.add_argument("--blur", type=float, default=None,
                    help="Gaussian blur (pixels) of both videos before the loss; widens the "
                         "basin, keeps the minimum (default: the scene's)")
+    p.add_argument("--chroma", choices=["auto", "420", "full"], default="auto",
+                   help="colour as the loss compares it: 420 (luma per pixel, colour per "
+                        "2 x 2 block, as an H.264/H.265 clip stores it), full (RGB); auto: "
+                        "420 for a --target video file (.mp4, .mov, ...), else full")
     p.add_argument("--supervision", choices=["video", "3d"], default="video")
     p.add_argument("--loss", choices=list(LOSSES), default=None,
                    help="mse (default); robust: Charbonnier, scale 0.01 of the pixel range; "
@@ -107,7 +111,12 @@ def add_estimate_parser(sub, help_line: str) -> None:
 
 def cmd_estimate(args) -> int:
     from gradsim_taichi.estimation import render_target, render_target_mask
-    from gradsim_taichi.estimation_outputs import estimate_into, render_for, restarts_for
+    from gradsim_taichi.estimation_outputs import (
+        chroma_for,
+        estimate_into,
+        render_for,
+        restarts_for,
+    )
 
     check_run_args(args)
     frame_range = _parse_frame_range(args.frame_range)
@@ -208,6 +217,8 @@ def cmd_estimate(args) -> int:
                 out, scene, target, settings, supervision=args.supervision, render=mode,
                 params=names, iters=args.iters, lr=args.lr, optimizer=args.optimizer,
                 frame_stride=args.frame_stride, blur=args.blur, seed=args.seed,
+                chroma=chroma_for(args.target if args.supervision == "video" else None,
+                                  args.chroma),
                 resume=args.resume, progress=not args.quiet,
                 true=truth if args.target is not None else None,
                 loss=loss_fn, mask=mask, frame_range=frame_range,
