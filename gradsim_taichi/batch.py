@@ -74,6 +74,7 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
     from gradsim_taichi.estimation_outputs import (
         chroma_for,
         estimate_into,
+        iters_for,
         render_for,
         restarts_for,
     )
@@ -114,7 +115,8 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
             if item.scene_file is not None:
                 settings["scene_file"] = item.scene_file
             runtime.seed_generators(item.seed)  # as `estimate --seed` does through init
-            estimate_into(folder, scene, target, settings, params=names, iters=item.iters,
+            estimate_into(folder, scene, target, settings, params=names,
+                          iters=iters_for(target is not None, scene.iters, item.iters),
                           lr=item.lr, optimizer=item.optimizer,
                           frame_stride=item.frame_stride, blur=item.blur, seed=item.seed,
                           chroma=chroma_for(item.target), resume=resume, progress=False,

@@ -274,3 +274,11 @@ def test_chroma_for_a_target():
     assert chroma_for(None) == "full" and chroma_for("clip.mp4", "full") == "full"
     with pytest.raises(ValueError, match="chroma must be one of full, 420"):
         O.check_chroma("444")
+
+
+def test_iterations_for_a_foreign_target():
+    from gradsim_taichi.estimation_outputs import OWN_VIDEO_MIN_ITERS, iters_for
+
+    assert iters_for(False, 12) == 12 and iters_for(False, 12, 5) == 5
+    assert iters_for(True, 12) == OWN_VIDEO_MIN_ITERS and iters_for(True, 12, 7) == 7
+    assert iters_for(True, OWN_VIDEO_MIN_ITERS + 50) == OWN_VIDEO_MIN_ITERS + 50

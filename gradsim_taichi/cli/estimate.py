@@ -114,6 +114,7 @@ def cmd_estimate(args) -> int:
     from gradsim_taichi.estimation_outputs import (
         chroma_for,
         estimate_into,
+        iters_for,
         render_for,
         restarts_for,
     )
@@ -205,17 +206,18 @@ def cmd_estimate(args) -> int:
             scene.render_mode = mode
         target = (render_target(scene, args.supervision) if target_video is None
                   else target_video)
+        iters = iters_for(target_video is not None, scene.iters, args.iters)
         stage_contact = args.stage_contact
         if args.hold_flight and not stage_contact:
             raise CLIError("--hold-flight holds the pre-contact stage's estimates: give "
                            "--stage-contact too")
         if stage_contact == -1:
-            stage_contact = max(2, (args.iters or scene.iters) // 3)
+            stage_contact = max(2, iters // 3)
         try:
             mask = _target_mask(mask_source, target, args, loss, scene, render_target_mask)
             result, paths, stop = estimate_into(
                 out, scene, target, settings, supervision=args.supervision, render=mode,
-                params=names, iters=args.iters, lr=args.lr, optimizer=args.optimizer,
+                params=names, iters=iters, lr=args.lr, optimizer=args.optimizer,
                 frame_stride=args.frame_stride, blur=args.blur, seed=args.seed,
                 chroma=chroma_for(args.target if args.supervision == "video" else None,
                                   args.chroma),
