@@ -12,6 +12,7 @@ from gradsim_taichi.render.soft_raster import (
     _shade,
     _tile_box,
 )
+from gradsim_taichi.render.tiles import tile_id, tile_pixel
 
 
 @ti.func
@@ -53,10 +54,9 @@ def hard_zbuffer(
     if ti.static(pixels):
         # tile-major: the threads of a warp share one tile and its face list
         for f, ty, tx, k in ti.ndrange(F, nty, ntx, tile * tile):
-            i = ty * tile + k // tile
-            j = tx * tile + k % tile
+            i, j = tile_pixel(ty, tx, k, tile)
             if i < H and j < W:
-                tid = (f * nty + ty) * ntx + tx
+                tid = tile_id(f, ty, tx, ntx, nty)
                 zb = zbuf[f, i, j]
                 fid = face_id[f, i, j]
                 for e in range(tile_start[tid], tile_start[tid + 1]):
@@ -71,7 +71,7 @@ def hard_zbuffer(
                 face_id[f, i, j] = fid
     else:
         for f, ty, tx in ti.ndrange(F, nty, ntx):
-            tid = (f * nty + ty) * ntx + tx
+            tid = tile_id(f, ty, tx, ntx, nty)
             for e in range(tile_start[tid], tile_start[tid + 1]):
                 t = entry_face[e]
                 ia, ib, ja, jb = _tile_box(bbox, f, t, ty, tx, tile, H, W)

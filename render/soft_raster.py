@@ -32,6 +32,8 @@ distance from p to the nearest edge segment; sign ``s = +1`` inside; ``x = s d2 
 
 import taichi as ti
 
+from gradsim_taichi.render.tiles import tile_id, tile_pixel
+
 NDA = ti.types.ndarray()
 
 
@@ -329,10 +331,9 @@ def soft_forward(
     if ti.static(pixels):
         # tile-major: the threads of a warp share one tile and its face list
         for f, ty, tx, k in ti.ndrange(F, nty, ntx, tile * tile):
-            i = ty * tile + k // tile
-            j = tx * tile + k % tile
+            i, j = tile_pixel(ty, tx, k, tile)
             if i < H and j < W:
-                tid = (f * nty + ty) * ntx + tx
+                tid = tile_id(f, ty, tx, ntx, nty)
                 px = (j + 0.5) * scale
                 py = (i + 0.5) * scale
                 m = eps
@@ -350,7 +351,7 @@ def soft_forward(
                 _soft_store(out, state, f, i, j, m, S, acc, P)
     else:
         for f, ty, tx in ti.ndrange(F, nty, ntx):
-            tid = (f * nty + ty) * ntx + tx
+            tid = tile_id(f, ty, tx, ntx, nty)
             i_end = ti.min(ty * tile + tile, H)
             j_end = ti.min(tx * tile + tile, W)
             for i in range(ty * tile, i_end):
@@ -552,7 +553,7 @@ def soft_backward(
                                 e, f, t, ty, tx)  # fmt: skip
     else:
         for f, ty, tx in ti.ndrange(out.shape[0], nty, ntx):
-            tid = (f * nty + ty) * ntx + tx
+            tid = tile_id(f, ty, tx, ntx, nty)
             for e in range(tile_start[tid], tile_start[tid + 1]):
                 t = entry_face[e]
                 if face_grad[t] != 0:

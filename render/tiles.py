@@ -112,6 +112,20 @@ def bin_faces_torch(
     )
 
 
+@ti.func
+def tile_id(f, ty, tx, ntx, nty):
+    """The number of tile (ty, tx) of frame f: the binning's key, the rasterizers' index
+    into ``tile_start``."""
+    return (f * nty + ty) * ntx + tx
+
+
+@ti.func
+def tile_pixel(ty, tx, k, tile):
+    """Pixel ``(i, j)`` number k of tile (ty, tx), row by row: the rasterizers' pixel
+    shape numbers its threads tile by tile, so that a warp shares one face list."""
+    return ty * tile + k // tile, tx * tile + k % tile
+
+
 @ti.kernel
 def _face_boxes(
     geom: NDA, bbox: NDA, counts: NDA, near: float, reach_px: float, tile: int, W: int, H: int
@@ -176,7 +190,7 @@ def _fill_entries(
             ty1 = bbox[f, t, 3] // tile
             for ty in range(ty0, ty1 + 1):
                 for tx in range(tx0, tx1 + 1):
-                    keys[o] = (f * nty + ty) * ntx + tx
+                    keys[o] = tile_id(f, ty, tx, ntx, nty)
                     ft[o] = idx
                     o += 1
 

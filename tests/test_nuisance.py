@@ -30,6 +30,19 @@ def _truth_outputs(scene):
         return scene.simulate(scene.true_values(["mass"]))
 
 
+def _directional(loss, t, d, h=1e-6):
+    """The float64 central difference of ``loss`` along ``d`` in the tensor ``t`` and the
+    analytic one from ``t.grad`` (after ``loss().backward()``)."""
+    with torch.no_grad():
+        base = t.clone()
+        t.copy_(base + h * d)
+        lp = loss()
+        t.copy_(base - h * d)
+        lm = loss()
+        t.copy_(base)
+    return float((lp - lm) / (2 * h)), float((t.grad * d).sum())
+
+
 def test_parse_fit():
     assert parse_fit(None) == ()
     assert parse_fit("appearance, camera") == ("camera", "appearance")
@@ -68,16 +81,7 @@ def test_every_nuisance_gradient_matches_central_differences(mode, kinds, rtol):
     loss().backward()
     for name, t in nu.params.items():
         d = torch.randn(t.shape, generator=torch.Generator().manual_seed(1), dtype=f64)
-        h = 1e-6
-        with torch.no_grad():
-            base = t.clone()
-            t.copy_(base + h * d)
-            lp = loss()
-            t.copy_(base - h * d)
-            lm = loss()
-            t.copy_(base)
-        num = float((lp - lm) / (2 * h))
-        ana = float((t.grad * d).sum())
+        num, ana = _directional(loss, t, d)
         assert abs(num) > 1e-6, name
         assert abs(ana - num) <= rtol * abs(num), (name, ana, num)
 
@@ -202,17 +206,7 @@ def test_occlusion_gradient_matches_central_differences():
     loss().backward()
     g = torch.Generator().manual_seed(4)
     for t in (a, x):
-        d = torch.randn(t.shape, generator=g, dtype=f64)
-        h = 1e-6
-        with torch.no_grad():
-            base = t.clone()
-            t.copy_(base + h * d)
-            lp = loss()
-            t.copy_(base - h * d)
-            lm = loss()
-            t.copy_(base)
-        num = float((lp - lm) / (2 * h))
-        ana = float((t.grad * d).sum())
+        num, ana = _directional(loss, t, torch.randn(t.shape, generator=g, dtype=f64))
         assert abs(num) > 1e-6
         assert abs(ana - num) <= 1e-6 * abs(num), (ana, num)
 
