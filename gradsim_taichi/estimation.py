@@ -181,8 +181,13 @@ def estimate(
             ``"adam+lbfgs"`` (Adam for 60% of the iterations, then L-BFGS polishing), or
             ``"lm"`` (Levenberg-Marquardt with a finite-difference Jacobian: for at most
             32 unknowns and the MSE loss; each iteration runs one simulation per
-            unknown, without back-propagation). Default: the scene's, or ``"lm"`` when
-            ``fit`` learns camera or appearance parameters with the MSE (if they fit).
+            unknown, without back-propagation), or ``"lbfgs+lm"`` (L-BFGS through the
+            warm-up horizons, then Levenberg-Marquardt). Default: the scene's, or
+            ``"lm"`` when ``fit`` learns camera or appearance parameters with the MSE
+            (if they fit), or ``"lbfgs"`` for a scene's ``"lbfgs+lm"`` when
+            Levenberg-Marquardt cannot fit (another loss, more unknowns). With the MSE a
+            coarse stage fits every frame with Levenberg-Marquardt in the bases'
+            coordinates (when they are few enough).
         frame_stride: compare every k-th frame (rendering fewer frames is cheaper).
         loss: a loss of :data:`gradsim_taichi.objectives.LOSSES` by name (``"mse"``) or
             a callable ``loss(rendered, target) -> scalar tensor``.
@@ -218,7 +223,7 @@ def estimate(
             :data:`gradsim_taichi.fit.CONVERGED_PATIENCE` iterations in a row no learned
             value (log-values for positive parameters) moved by more than
             ``tol * max(1, |value|)`` and the loss changed by less than ``tol`` times its
-            value at the start of the stage
+            value at the start of the stage or of the run, whichever is larger
             (the optimiser has nothing left to do). 0: always run every iteration.
         true: ``{name: value}`` the truth to report errors against; None (default): the
             scene's own ground truth, right for targets rendered from it
@@ -278,12 +283,8 @@ def estimate(
     names = scene.check_params(params if params else scene.default_params)
     iters = scene.iters if iters is None else iters
     lr = scene.lr if lr is None else lr
-    if optimizer is None and _lm_for_nuisance(scene, fit, loss, params):
-        # camera and light trade against each other and against the physics along
-        # narrow valleys: L-BFGS wanders along them, Levenberg-Marquardt does not (3%
-        # camera offset, rigid-mass box: L-BFGS 8e-3, LM 6e-13)
-        optimizer = "lm"
-    optimizer = scene.optimizer if optimizer is None else optimizer
+    if optimizer is None:
+        optimizer = _default_optimizer(scene, fit, loss, params)
     if isinstance(iters, bool) or int(iters) != iters or iters < 1:
         raise ValueError(f"iters must be a positive integer; got {iters!r}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
@@ -305,9 +306,9 @@ def estimate(
     chroma = check_chroma(chroma)
     if chroma != "full" and supervision == "3d":
         raise ValueError(f"chroma {chroma!r} compares video frames; 3D supervision has none")
-    if optimizer == "lm" and loss != "mse":
-        raise ValueError("optimizer 'lm' fits the residuals of the MSE; it cannot use a "
-                         "custom loss")
+    if optimizer in ("lm", "lbfgs+lm") and loss != "mse":
+        raise ValueError(f"optimizer {optimizer!r} fits the residuals of the MSE; it cannot "
+                         f"use loss {loss if isinstance(loss, str) else 'custom'!r}")
     if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol >= 0):
         raise ValueError(f"tol must be a number >= 0; got {tol!r}")
     loss_fn = get_loss(loss)
@@ -336,7 +337,7 @@ def estimate(
     if clash:
         raise ValueError(f"parameter names {clash} are both physical and nuisance ones")
     job = Fit(scene, target, names, init, optimizer, lr, iters, stages, blur, supervision,
-              loss_fn, tol, nuisance, hold, chroma)
+              loss_fn, tol, nuisance, hold, chroma, coarse_lm=loss == "mse")
 
     calibration = job.calibrate() if not (resume and out_dir is not None
                                           and (Path(out_dir) / "state.pt").exists()) else None
@@ -394,17 +395,24 @@ def estimate(
     return result
 
 
-def _lm_for_nuisance(scene, fit, loss, params) -> bool:
-    """Whether ``fit`` learns camera or appearance parameters with the MSE and few
-    enough unknowns for Levenberg-Marquardt (the optimiser then chosen by default)."""
+def _default_optimizer(scene, fit, loss, params) -> str:
+    """The optimiser when none is given: the scene's, except that Levenberg-Marquardt
+    fits the MSE of at most :data:`~gradsim_taichi.optimisers.LM_MAX_UNKNOWNS` unknowns:
+    ``"lm"`` when ``fit`` learns camera or appearance parameters and they fit, and
+    ``"lbfgs"`` for a scene's ``"lbfgs+lm"`` when they do not (another loss, more
+    unknowns)."""
     kinds = parse_fit(fit)
-    if loss != "mse" or not ({"camera", "appearance"} & set(kinds)):
-        return False
     names = params if params else scene.default_params
     size = sum(int(np.prod(np.shape(scene.params[n].true))) for n in names
                if n in scene.params)
     size += 6 * ("camera" in kinds) + 8 * ("appearance" in kinds)
-    return size <= LM_MAX_UNKNOWNS
+    lm_fits = loss == "mse" and size <= LM_MAX_UNKNOWNS
+    if lm_fits and {"camera", "appearance"} & set(kinds):
+        # camera and light trade against each other and against the physics along
+        # narrow valleys: L-BFGS wanders along them, Levenberg-Marquardt does not (3%
+        # camera offset, rigid-mass box: L-BFGS 8e-3, LM 6e-13)
+        return "lm"
+    return "lbfgs" if scene.optimizer == "lbfgs+lm" and not lm_fits else scene.optimizer
 
 
 def _with_mask(scene, target, mask, loss_fn, loss, supervision):

@@ -13,7 +13,7 @@ import torch
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import StateError
 from gradsim_taichi.objectives import blur_frames, chroma_420, needs_mask
-from gradsim_taichi.optimisers import LevenbergMarquardt, Optimiser
+from gradsim_taichi.optimisers import LM_MAX_UNKNOWNS, LevenbergMarquardt, Optimiser
 from gradsim_taichi.reports import jsonable
 
 # estimate(tol=...): iterations in a row within the tolerance before stopping early, or
@@ -30,6 +30,9 @@ LM_RUN_TOL = 1e-24
 # (Fit.calibrate), and its largest change of any value per step (radians, metres, ...)
 CALIBRATION_ITERS = 30
 CALIBRATION_STEP = 0.1
+# the Levenberg-Marquardt of the coarse stage and of "lbfgs+lm": its largest change of
+# any value per step (log-values for positive parameters: a factor of 1.65)
+POLISH_LM_STEP = 0.5
 
 
 def plain_values(params: dict) -> dict:
@@ -46,7 +49,8 @@ class Fit:
     kept = "estimate"
 
     def __init__(self, scene, target, names, init, optimizer, lr, iters, stages, blur,
-                 supervision, loss_fn, tol, nuisance=None, hold=None, chroma="full"):
+                 supervision, loss_fn, tol, nuisance=None, hold=None, chroma="full",
+                 coarse_lm=False):
         self.name = f"estimate {scene.name}"
         self.scene, self.target, self.names, self.init = scene, target, names, init
         self.stages, self.blur, self.supervision = stages, blur, supervision
@@ -85,6 +89,10 @@ class Fit:
             raise ValueError(f"coarse_iters with optimizer 'lm': {', '.join(self.bases)} "
                              "would need a coarse stage; use coarse_iters=0 or another "
                              "optimizer")
+        self.coarse_lm = coarse_lm
+        self.coarse_opt = self._coarse_optimiser()
+        self.final_opt = self._final_optimiser()
+        self.active = self.opt  # the optimiser of the current iteration
         self._anchor()
 
     # ---- the model at the current values ------------------------------------------------
@@ -162,6 +170,7 @@ class Fit:
         value = self.objective()
         if self.scale is None:
             self.scale = 1.0 / max(float(value.detach()), 1e-300)
+            self.first_scale = self.first_scale or self.scale
         value = value * self.scale
         value.backward()
         if self.stages.coarse(self.iteration):
@@ -186,7 +195,7 @@ class Fit:
         return r * math.sqrt(self.scale)
 
     def _lm_tolerance(self):
-        self.opt.lm.tolerance = max(LM_STAGE_TOL, LM_RUN_TOL * self.scale / self.first_scale)
+        self.active.lm.tolerance = max(LM_STAGE_TOL, LM_RUN_TOL * self.scale / self.first_scale)
 
     def view(self, frames: torch.Tensor) -> torch.Tensor:
         """Frames as the loss compares them: blurred, and with ``chroma="420"`` in a video
@@ -244,12 +253,16 @@ class Fit:
                                        params=plain_values(self.values())))
             if it == self.hold_at:
                 self._hold()
-            self.opt.restart()
+            for opt in (self.opt, self.coarse_opt, self.final_opt):
+                if opt is not None:
+                    opt.restart()
             self.scale, self.still, self.last_loss = None, 0, None
         self.rendered = None
         before = self.snapshot()
         self.evaluated = {n: _from_param(self.specs[n], before[n]) for n in self.names}
-        value, finite = self.opt.step(self.residual if self.kind == "lm" else self.closure)
+        self.active = self._optimiser(it)
+        value, finite = self.active.step(self.residual if self.active.lm is not None
+                                         else self.closure)
         if self.nuisance is not None:
             self.nuisance.project()
         if self.stages.coarse(it):
@@ -275,10 +288,14 @@ class Fit:
     def _track_change(self, before, normalised_loss):
         moved = max(float(((self.learned[n].detach() - b).abs() / b.abs().clamp(min=1.0)).max())
                     for n, b in before.items())
+        # (a stage that starts at the minimum, e.g. the elements freed after the coarse
+        # stage found the field, has its loss at rounding level: measured against the
+        # run's first loss, its noise is no change)
+        run_units = min(1.0, self.first_scale / self.scale) if self.first_scale else 1.0
         same_loss = (self.last_loss is not None
-                     and abs(normalised_loss - self.last_loss) <= self.tol)
+                     and abs(normalised_loss - self.last_loss) * run_units <= self.tol)
         self.still = self.still + 1 if moved <= self.tol and same_loss else 0
-        if self.kind == "lm" and self.opt.lm.at_tolerance:  # nothing left to fit
+        if self.active.lm is not None and self.active.lm.at_tolerance:  # nothing left to fit
             self.still = CONVERGED_PATIENCE
         self.last_loss = normalised_loss
 
@@ -292,10 +309,51 @@ class Fit:
         """The names learned after the values in :attr:`held` are held."""
         return [n for n in self.learned if n not in self.held]
 
+    def moving(self) -> list:
+        """The names learned now: :meth:`free` once held, else all."""
+        return self.free() if self.holding else list(self.learned)
+
     def _hold(self):
         self.opt = Optimiser(self.kind, [self.learned[n] for n in self.free()], self.lr,
                              self.iters)
         self.holding = True
+        self.coarse_opt = self._coarse_optimiser()
+        self.final_opt = self._final_optimiser()
+
+    def _optimiser(self, it):
+        """The optimiser of iteration ``it``: Levenberg-Marquardt where the coarse stage
+        or ``"lbfgs+lm"`` has one and every frame is fitted, else the run's."""
+        if self.stages.every_frame(it):
+            polish = self.coarse_opt if self.stages.coarse(it) else self.final_opt
+            if polish is not None:
+                return polish
+        return self.opt
+
+    def _final_optimiser(self):
+        """``"lbfgs+lm"``'s Levenberg-Marquardt over every free element."""
+        if self.kind != "lbfgs+lm":
+            return None
+        return Optimiser("lm", [self.learned[n] for n in self.moving()], POLISH_LM_STEP,
+                         self.iters)
+
+    def _coarse_optimiser(self):
+        """With ``coarse_lm`` (the MSE), the coarse stage's optimiser: Levenberg-Marquardt
+        in the coordinates of the bases (each other free tensor element by element),
+        when they are few enough; else None (the run's optimiser, its gradients projected
+        onto the bases). A per-particle velocity field's 12 affine coordinates are a
+        small, exactly determined least-squares problem: LM solves it to rounding level
+        in a few iterations where L-BFGS crawled along the cloth's stiff directions."""
+        if not (self.coarse_lm and self.bases):
+            return None
+        free = self.moving()
+        blocks = [self.bases[n] if n in self.bases
+                  else torch.eye(self.learned[n].numel(), dtype=runtime.torch_dtype(),
+                                 device=runtime.torch_device()) for n in free]
+        directions = torch.block_diag(*blocks)
+        if directions.shape[1] > LM_MAX_UNKNOWNS:
+            return None
+        return Optimiser("lm", [self.learned[n] for n in free], POLISH_LM_STEP, self.iters,
+                         directions=directions)
 
     def converged(self, it, record):
         if (self.hold_at is not None and it + 1 == self.hold_at
@@ -306,7 +364,8 @@ class Fit:
         if self.tol > 0 and self.stages.final(it) and self.still >= CONVERGED_PATIENCE:
             return (f"converged at iteration {it}: for {self.still} iterations no value "
                     f"moved by more than {self.tol:g} (relative) and the loss did not "
-                    f"change by more than {self.tol:g} of its value at the stage's start")
+                    f"change by more than {self.tol:g} of its value at the stage's (or the "
+                    "run's, if larger) start")
         return None
 
     def divergence_hint(self):
@@ -323,6 +382,9 @@ class Fit:
 
     def state_dict(self):
         return {"names": self.names, "u": self.snapshot(), "optimizer": self.opt.state_dict(),
+                "polish": {k: o.state_dict() for k, o in (("coarse", self.coarse_opt),
+                                                          ("final", self.final_opt))
+                           if o is not None},
                 "init": self.init, "loss_scale": self.scale, "stages": self.stage_log,
                 "holding": self.holding, "first_scale": self.first_scale,
                 "stage_ends": list(self.stages.ends), "coarse_end": self.stages.coarse_end,
@@ -343,6 +405,9 @@ class Fit:
         if state.get("holding"):
             self._hold()
         self.opt.load_state_dict(state["optimizer"])
+        for k, o in (("coarse", self.coarse_opt), ("final", self.final_opt)):
+            if o is not None and k in state.get("polish", {}):
+                o.load_state_dict(state["polish"][k])
         self.init, self.scale = state["init"], state["loss_scale"]
         self.stage_log = list(state.get("stages", []))
         self.first_scale = state.get("first_scale")
@@ -352,6 +417,7 @@ class Fit:
             self.hold_at = state["hold_at"]
             self.still, self.last_loss = state["still"], state["last_loss"]
         if self.kind == "lm" and self.scale is not None and self.first_scale is not None:
+            self.active = self.opt
             self._lm_tolerance()
         self._anchor()
 

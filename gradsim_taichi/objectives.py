@@ -292,10 +292,14 @@ class Stages:
     def coarse(self, iteration: int) -> bool:
         return iteration < self.coarse_end
 
+    def every_frame(self, iteration: int) -> bool:
+        """Whether ``iteration`` fits every frame (the horizons are behind it)."""
+        return iteration >= (self.ends[-1] if self.ends else 0)
+
     def final(self, iteration: int) -> bool:
         """Whether ``iteration`` fits the final objective (every horizon and the coarse
         stage behind it)."""
-        return iteration >= max(self.ends[-1] if self.ends else 0, self.coarse_end)
+        return self.every_frame(iteration) and not self.coarse(iteration)
 
     def starts_new_objective(self, iteration: int) -> bool:
         """A horizon or the coarse stage ends here: optimiser memory of the old objective

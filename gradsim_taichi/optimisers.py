@@ -11,31 +11,37 @@ level in a few iterations, whatever the conditioning (contact stiffness against 
 friction stiffness against mu). With growing horizons that matters: each horizon is
 solved exactly before frames are added, so the estimate follows the true solution from
 horizon to horizon, where L-BFGS carries a residual into the next stage and can end in
-a local minimum.
+a local minimum. Far from the answer, though, its linearised steps (within ``max_step``)
+can lead into another basin where L-BFGS's line search crosses to the right one:
+``"lbfgs+lm"`` runs L-BFGS through the warm-up horizons and Levenberg-Marquardt once
+every frame is fitted (:class:`~gradsim_taichi.fit.Fit` switches; fem-beam: 28 L-BFGS
+iterations, or LM alone failing from one guess in two, against about 15).
 """
 
 import torch
 
-KINDS = ("adam", "lbfgs", "adam+lbfgs", "lm")
+KINDS = ("adam", "lbfgs", "adam+lbfgs", "lm", "lbfgs+lm")
 # Levenberg-Marquardt builds a dense Jacobian by finite differences: a simulation per
 # unknown and iteration, so it is for few unknowns.
 LM_MAX_UNKNOWNS = 32
 
 
 class Optimiser:
-    """One interface over the three schedules; ``step(closure)`` returns the loss at the
+    """One interface over the schedules (``"lbfgs+lm"``: its L-BFGS part);
+    ``step(closure)`` returns the loss at the
     start of the step. ``closure()`` zeroes gradients, evaluates and back-propagates."""
 
     def __init__(self, kind: str, tensors: list, lr: float, iters: int,
-                 adam_fraction: float = 0.6):
+                 adam_fraction: float = 0.6, directions: torch.Tensor | None = None):
         if kind not in KINDS:
             raise ValueError(f"optimizer must be one of {KINDS}; got {kind!r}")
         self.kind, self.tensors, self.lr, self.iters = kind, tensors, lr, iters
         # (estimate() divides the loss by its value at the start of each horizon stage:
         # 1e-20 below that, the residuals are rounding noise)
-        self.lm = (LevenbergMarquardt(tensors, max_step=lr, tolerance=1e-20) if kind == "lm"
-                   else None)
-        self.adam_iters = {"adam": iters, "lbfgs": 0}.get(kind, int(round(adam_fraction * iters)))
+        self.lm = (LevenbergMarquardt(tensors, max_step=lr, tolerance=1e-20,
+                                      directions=directions) if kind == "lm" else None)
+        self.adam_iters = {"adam": iters, "lbfgs": 0, "lbfgs+lm": 0}.get(
+            kind, int(round(adam_fraction * iters)))
         self.adam = torch.optim.Adam(tensors, lr=lr)
         # decay 100x over Adam's part of the run so it settles
         gamma = 0.01 ** (1.0 / max(self.adam_iters, 1))
@@ -48,7 +54,7 @@ class Optimiser:
         # One iteration per step, with up to 12 evaluations for its line search (torch's
         # default max_eval = 1.25 max_iter leaves none); absolute stopping tolerances are
         # off (the iteration budget decides).
-        lr = self.lr if self.kind == "lbfgs" else 1.0
+        lr = self.lr if self.kind in ("lbfgs", "lbfgs+lm") else 1.0
         return torch.optim.LBFGS(self.tensors, lr=lr, max_iter=1, max_eval=12,
                                  tolerance_grad=0.0, tolerance_change=0.0, history_size=20,
                                  line_search_fn="strong_wolfe")
@@ -118,20 +124,25 @@ class LevenbergMarquardt:
     again (at most ``max_trials`` times; then the iteration leaves the values unchanged).
     No element moves more than ``max_step`` per step (on log-values for positive
     parameters: 0.5 is a factor of 1.65). A loss at or below ``tolerance`` ends a step
-    at once, after one simulation.
+    at once, after one simulation. ``directions`` (``[elements, k]``, optional): steps
+    only within the span of these columns, the unknowns being their ``k`` coefficients
+    (a per-particle field's affine part: :class:`~gradsim_taichi.fit.Fit`'s coarse
+    stage).
     """
 
     def __init__(self, tensors: list, max_step: float = 0.5, max_trials: int = 8,
-                 damping: float = 1e-3, tolerance: float = 0.0):
+                 damping: float = 1e-3, tolerance: float = 0.0,
+                 directions: torch.Tensor | None = None):
         self.tensors, self.max_step, self.max_trials = tensors, max_step, max_trials
         self.tolerance = tolerance
         self.initial_damping = damping
         self.damping = damping
         self.at_tolerance = False  # whether the last step ended at the tolerance
-        n = sum(t.numel() for t in tensors)
+        self.directions = directions
+        n = sum(t.numel() for t in tensors) if directions is None else directions.shape[1]
         if n > LM_MAX_UNKNOWNS:
-            raise ValueError(f"optimizer 'lm' takes at most {LM_MAX_UNKNOWNS} unknowns (two "
-                             f"simulations each per iteration); these parameters have {n}")
+            raise ValueError(f"Levenberg-Marquardt takes at most {LM_MAX_UNKNOWNS} unknowns (a "
+                             f"simulation each per iteration); these parameters have {n}")
 
     def restart(self) -> None:
         self.damping = self.initial_damping
@@ -155,9 +166,10 @@ class LevenbergMarquardt:
         return r if bool(torch.isfinite(r).all()) else None
 
     def jacobian(self, residual, x: torch.Tensor, r0: torch.Tensor) -> torch.Tensor:
-        """Forward-difference Jacobian ``[len(r), len(x)]`` at ``x`` (see
+        """Forward-difference Jacobian ``[len(r), unknowns]`` at ``x`` (see
         :func:`fd_jacobian`); leaves the tensors at ``x``."""
-        jac = fd_jacobian(lambda y: self._eval(residual, y), x, r0, central=False)
+        jac = fd_jacobian(lambda y: self._eval(residual, y), x, r0, self.directions,
+                          central=False)
         self._set(x)
         return jac
 
@@ -179,6 +191,8 @@ class LevenbergMarquardt:
         diag = torch.diagonal(a) + 1e-4 * torch.diagonal(a).max() + 1e-300
         for _ in range(self.max_trials):
             d = torch.linalg.solve(a + self.damping * torch.diag(diag), -g)
+            if self.directions is not None:
+                d = self.directions.to(d) @ d
             d = d * min(1.0, self.max_step / max(float(d.abs().max()), 1e-300))
             trial = self._eval(residual, x + d.to(x.dtype))
             if trial is not None and float((trial * trial).mean()) < float(loss):

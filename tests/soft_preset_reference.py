@@ -60,7 +60,7 @@ class FemBeamReference(Scene):
     warmup: tuple = ((5, 10), (5, 20))
     iters: int = 40
     lr: float = 1.0
-    optimizer: str = "lbfgs"
+    optimizer: str = "lbfgs+lm"
 
     def build_model(self):
         t = {k: s.true for k, s in self.params.items()}

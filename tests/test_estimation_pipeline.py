@@ -49,11 +49,12 @@ def test_video_supervision_lowers_loss_and_error(scene):
     assert r.errors()["velocity"]["abs_err"] < err0
 
 
-@pytest.mark.parametrize("optimizer", [None, "lm"])
+@pytest.mark.parametrize("optimizer", [None, "lm", "lbfgs+lm"])
 def test_resume_reaches_the_same_estimate(scene, tmp_path, optimizer):
     target = render_target(scene, "3d")
     kw = dict(params=["velocity", "mass"], iters=6, lr=0.1, supervision="3d", seed=3,
-              progress=False, save_every=1, optimizer=optimizer)
+              progress=False, save_every=1, optimizer=optimizer, tol=0.0,
+              warmup=(2, 4) if optimizer == "lbfgs+lm" else None)  # (cut after the switch)
     full = estimate(scene, target, out_dir=tmp_path / "full", **kw)
 
     def interrupt(it, *_):
@@ -68,6 +69,71 @@ def test_resume_reaches_the_same_estimate(scene, tmp_path, optimizer):
         np.testing.assert_allclose(resumed.params[n], full.params[n], rtol=1e-9)
     np.testing.assert_allclose([h["loss"] for h in resumed.history],
                                [h["loss"] for h in full.history], rtol=1e-9)
+
+
+def _optimiser_per_iteration(monkeypatch):
+    """``{iteration: "lm" | "gradient"}``: which kind of evaluation each iteration ran."""
+    from gradsim_taichi import fit
+
+    seen = {}
+    residual, closure = fit.Fit.residual, fit.Fit.closure
+
+    def spy(kind, method):
+        def wrapped(self):
+            seen[self.iteration] = seen.get(self.iteration, kind)
+            return method(self)
+        return wrapped
+
+    monkeypatch.setattr(fit.Fit, "residual", spy("lm", residual))
+    monkeypatch.setattr(fit.Fit, "closure", spy("gradient", closure))
+    return seen
+
+
+def test_lbfgs_then_lm_switches_when_every_frame_is_fitted(scene, monkeypatch):
+    """``"lbfgs+lm"``: L-BFGS on the warm-up horizon, Levenberg-Marquardt after it, to
+    the truth; a scene's ``"lbfgs+lm"`` runs L-BFGS with another loss, and asking for it
+    with one is an error."""
+    seen = _optimiser_per_iteration(monkeypatch)
+    target = render_target(scene)
+    init = {"velocity": np.array([0.6, 0.3, -0.3])}
+    r = estimate(scene, target, params=["velocity"], iters=12, lr=0.5, optimizer="lbfgs+lm",
+                 warmup=(3, 4), init=init, progress=False)
+    assert [seen[i] for i in range(3)] == ["gradient"] * 3
+    assert {seen[i] for i in range(3, r.iterations)} == {"lm"}
+    assert r.errors()["velocity"]["abs_err"] < 1e-10
+    assert r.settings["optimizer"] == "lbfgs+lm"
+    scene.optimizer = "lbfgs+lm"
+    try:
+        r = estimate(scene, target, params=["velocity"], iters=1, loss="robust",
+                     progress=False, uncertainty=False)
+        assert r.settings["optimizer"] == "lbfgs"
+    finally:
+        scene.optimizer = SpringSheet.optimizer
+    with pytest.raises(ValueError, match="'lbfgs\\+lm' fits the residuals of the MSE"):
+        estimate(scene, target, iters=1, loss="robust", optimizer="lbfgs+lm", progress=False)
+
+
+def test_a_stage_that_starts_at_the_minimum_ends_at_once(scene, monkeypatch):
+    """The coarse stage (Levenberg-Marquardt in the basis) finds a truth that lies in
+    it; the free stage then starts at rounding level and stops after the patience,
+    measured against the run's first loss rather than its own (noise) start."""
+    seen = _optimiser_per_iteration(monkeypatch)
+    target = render_target(scene, "3d")
+    truth = scene.params["velocity"].true
+    direction = np.array([1.0, -1.0, 2.0]) / np.sqrt(6)
+    init = truth - 0.3 * direction
+    scene.params["velocity"].basis = direction[:, None]
+    try:
+        r = estimate(scene, target, params=["velocity"], iters=40, lr=1.0, supervision="3d",
+                     optimizer="lbfgs", init={"velocity": init}, coarse_iters=20,
+                     progress=False, uncertainty=False)
+    finally:
+        scene.params["velocity"].basis = None
+    assert seen[0] == "lm" and r.errors()["velocity"]["abs_err"] < 1e-10
+    coarse_end = r.stages[0]["end_iteration"]
+    # (the first iteration of the stage, then the patience; without the run's units 2 more)
+    assert coarse_end < 20 and r.iterations <= coarse_end + 3, (coarse_end, r.iterations)
+    assert "converged" in r.message
 
 
 @pytest.mark.cuda
@@ -201,7 +267,12 @@ def test_warmup_stages_fit_growing_horizons(scene):
             estimate(scene, target, iters=2, warmup=bad, progress=False)
 
 
-def test_coarse_iterations_stay_in_the_basis_then_go_free(scene):
+def _mse(a, b):
+    return ((a - b) ** 2).mean()
+
+
+@pytest.mark.parametrize("loss", ["mse", _mse])  # the coarse stage's LM; L-BFGS projected
+def test_coarse_iterations_stay_in_the_basis_then_go_free(scene, loss):
     target = render_target(scene, "3d")
     init = np.array([0.2, 0.1, 0.2])
     direction = np.ones(3) / np.sqrt(3)
@@ -210,6 +281,7 @@ def test_coarse_iterations_stay_in_the_basis_then_go_free(scene):
     try:
         estimate(scene, target, params=["velocity"], iters=8, lr=1.0, supervision="3d",
                  optimizer="lbfgs", init={"velocity": init}, coarse_iters=4, progress=False,
+                 loss=loss, tol=0.0,
                  callback=lambda it, loss, v, r: values.append(v["velocity"].numpy().copy()))
     finally:
         scene.params["velocity"].basis = None

@@ -101,3 +101,31 @@ def test_lm_stops_at_once_below_its_tolerance():
     assert len(calls) == 1
     LevenbergMarquardt([p]).step(residual)
     assert len(calls) > 4  # Jacobian (3) and a trial
+
+
+def test_lm_within_directions_stays_in_their_span_and_solves_there():
+    """``directions``: the unknowns are the coefficients of these columns (the coarse
+    stage's affine fields); a Jacobian costs one evaluation per column, not per element."""
+    d = torch.linalg.qr(torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]],
+                                     dtype=torch.float64))[0]
+    start = TRUE + d @ torch.tensor([0.4, -0.3], dtype=torch.float64)  # truth in the span
+    p = start.clone().requires_grad_(True)
+    calls = []
+
+    def residual():
+        calls.append(1)
+        return residual_of(p)()
+
+    lm = LevenbergMarquardt([p], max_step=1.0, directions=d)
+    off_span = []
+    for _ in range(25):
+        lm.step(residual)
+        step = p.detach() - start
+        off_span.append(float((step - d @ (d.T @ step)).norm()))
+    np.testing.assert_allclose(p.detach().numpy(), TRUE.numpy(), atol=1e-10)
+    assert max(off_span) < 1e-14
+    calls.clear()
+    p.data = start.clone()
+    LevenbergMarquardt([p], directions=d).jacobian(residual, start, residual_of(p)())
+    assert len(calls) == 2  # one per column
+    LevenbergMarquardt([torch.zeros(40)], directions=torch.eye(40)[:, :12])  # 12 unknowns

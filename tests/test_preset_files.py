@@ -93,7 +93,7 @@ def reference(preset, shape, **kw):
 
 # the presets' optimiser schedules, as their classes declared them
 SCHEDULES = {
-    "rigid-mass": dict(frames=40, optimizer="lbfgs", iters=12, lr=1.0, blur=0.0,
+    "rigid-mass": dict(frames=40, optimizer="lbfgs+lm", iters=12, lr=1.0, blur=0.0,
                        warmup=(4, 12), default_params=("mass",)),
     "rigid-contact": dict(frames=50, optimizer="lm", iters=60, lr=0.5, blur=1.5,
                           warmup=tuple((4, last) for last in (4, 6, 9, 12, 15, 18, 21, 24,

@@ -37,7 +37,7 @@ STAGE_DEFAULTS = dict(ground=True, height=0.0, gravity=[0.0, -9.8, 0.0],
                       wall_color=[0.85, 0.85, 0.88], extent=[-3.0, 3.0, -3.0, 1.0],
                       wall_height=3.0)
 # optimisers.KINDS (a layer above the presets; tests/test_scene_file.py checks they agree)
-OPTIMIZERS = ("adam", "lbfgs", "adam+lbfgs", "lm")
+OPTIMIZERS = ("adam", "lbfgs", "adam+lbfgs", "lm", "lbfgs+lm")
 ESTIMATE_DEFAULTS = dict(optimizer="lbfgs", iters=12, lr=1.0, blur=0.0, warmup=[0, 0],
                          warmup_from="start", coarse_iters=0)
 def _name(value) -> str:
