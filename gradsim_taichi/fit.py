@@ -79,6 +79,7 @@ class Fit:
         self.iteration = 0
         self.rendered = None  # frames of the step's first evaluation (for callbacks)
         self.evaluated = None  # the values it was at
+        self.last_prediction = None  # (frames, values, prediction): see predict()
         # coarse stage: projectors onto each basis (orthonormal columns), anchored at the
         # values the stage starts from
         dtype = runtime.torch_dtype()
@@ -101,7 +102,25 @@ class Fit:
 
     def predict(self, frame_ids):
         """Frames (or tracked positions) at the current values; None where the values
-        are out of range or the explicit integrator blew up at them."""
+        are out of range or the explicit integrator blew up at them. Without autograd,
+        the last prediction is reused when the values and frames are the same (a
+        Levenberg-Marquardt step starts where the last one's trial ended; the final
+        loss is often the last evaluation's)."""
+        if not torch.is_grad_enabled() and self._same_as_last(frame_ids):
+            return self.last_prediction[2]
+        pred = self._predict(frame_ids)
+        self.last_prediction = (frame_ids.clone(), self.snapshot(),
+                                None if pred is None else pred.detach())
+        return pred
+
+    def _same_as_last(self, frame_ids) -> bool:
+        if self.last_prediction is None:
+            return False
+        ids, values, _ = self.last_prediction
+        return (torch.equal(ids, frame_ids)
+                and all(torch.equal(values[n], t.detach()) for n, t in self.learned.items()))
+
+    def _predict(self, frame_ids):
         vals = self.values()
         # the rollout stops at the last frame compared (a horizon stage fits early frames)
         last = max(int(frame_ids.max()), 1)

@@ -24,6 +24,10 @@ KINDS = ("adam", "lbfgs", "adam+lbfgs", "lm", "lbfgs+lm")
 # Levenberg-Marquardt builds a dense Jacobian by finite differences: a simulation per
 # unknown and iteration, so it is for few unknowns.
 LM_MAX_UNKNOWNS = 32
+# A Levenberg-Marquardt step that lowers the loss below this fraction of its value is
+# not doubled (see LevenbergMarquardt._extend): the linearised model held, and near the
+# answer (quadratic convergence) a doubled trial only costs a simulation
+LM_NO_EXTEND = 1e-2
 
 
 class Optimiser:
@@ -119,8 +123,9 @@ class LevenbergMarquardt:
     about 60% of the simulations). Then
     ``(J^T J + lambda D) d = -J^T r`` is solved with ``D`` the diagonal of ``J^T J`` plus a
     small floor (a direction the data do not see yet gets no step, rather than an
-    arbitrary one). A step that lowers the loss is taken (and doubled while that lowers
-    it further) and ``lambda`` shrinks; otherwise ``lambda`` grows and the step is solved
+    arbitrary one). A step that lowers the loss is taken (and, unless it lowered it below
+    :data:`LM_NO_EXTEND` of its value, doubled while that lowers it further) and
+    ``lambda`` shrinks; otherwise ``lambda`` grows and the step is solved
     again (at most ``max_trials`` times; then the iteration leaves the values unchanged).
     No element moves more than ``max_step`` per step (on log-values for positive
     parameters: 0.5 is a factor of 1.65). A loss at or below ``tolerance`` ends a step
@@ -137,7 +142,7 @@ class LevenbergMarquardt:
         self.tolerance = tolerance
         self.initial_damping = damping
         self.damping = damping
-        self.at_tolerance = False  # whether the last step ended at the tolerance
+        self.at_tolerance = False  # whether the last step started or ended at the tolerance
         self.directions = directions
         n = sum(t.numel() for t in tensors) if directions is None else directions.shape[1]
         if n > LM_MAX_UNKNOWNS:
@@ -196,7 +201,13 @@ class LevenbergMarquardt:
             d = d * min(1.0, self.max_step / max(float(d.abs().max()), 1e-300))
             trial = self._eval(residual, x + d.to(x.dtype))
             if trial is not None and float((trial * trial).mean()) < float(loss):
-                self._extend(residual, x, d, float((trial * trial).mean()))
+                new = float((trial * trial).mean())
+                if new > LM_NO_EXTEND * float(loss):
+                    new = self._extend(residual, x, d, new)
+                else:  # the linear model was right: the step is the solution's
+                    self._set(x + d.to(x.dtype))
+                # (the values it leaves are at rounding level: no step need follow)
+                self.at_tolerance = new <= self.tolerance
                 self.damping = max(self.damping / 3.0, 1e-12)
                 return loss
             self.damping = min(self.damping * 4.0, 1e12)
@@ -208,13 +219,14 @@ class LevenbergMarquardt:
         ``max_step``). Far from the answer the linearised model underestimates the step
         (a body whose image does not overlap its target's sees only its own edges), and
         doubling crosses that distance in a few simulations instead of many iterations.
-        Leaves the tensors at the best point."""
+        Leaves the tensors at the best point; returns its loss."""
         while 2.0 * float(d.abs().max()) <= self.max_step * (1 + 1e-12):
             trial = self._eval(residual, x + (2.0 * d).to(x.dtype))
             if trial is None or float((trial * trial).mean()) >= best:
                 break
             d, best = 2.0 * d, float((trial * trial).mean())
         self._set(x + d.to(x.dtype))
+        return best
 
 
 def fd_jacobian(evaluate, x: torch.Tensor, r0: torch.Tensor,
