@@ -10,7 +10,7 @@ Table 2: mean absolute relative error of mass, k_d, k_e, k_f, mu.
 Table 3: relative mean absolute error of solid mass, mu, lambda (beam and ball) and of
 the cloth's initial velocity. Scenes are scaled (64 px, 50 frames or fewer); the default
 of 4 instances (each rigid shape once; 40 estimations: five scenes, two supervisions, the
-presets' default iterations) takes about 16 minutes on 2 CPU cores, two estimations at a
+presets' default iterations) takes about 3 minutes on 2 idle CPU cores, two estimations at a
 time (``--jobs``). ``--quick`` is a smoke run (48 px, 20 frames, 8 iterations), not a
 measurement.
 

@@ -136,6 +136,28 @@ def test_a_stage_that_starts_at_the_minimum_ends_at_once(scene, monkeypatch):
     assert "converged" in r.message
 
 
+def test_a_repeated_prediction_is_reused_without_changing_the_result(scene, monkeypatch):
+    """Levenberg-Marquardt starts each step where the last trial ended, and the final
+    loss is that evaluation's: reusing it saves simulations, and nothing else changes."""
+    from gradsim_taichi import fit
+
+    target = render_target(scene)
+    kw = dict(params=["velocity"], iters=4, lr=0.5, optimizer="lm", tol=0.0, progress=False,
+              init={"velocity": np.array([0.6, 0.3, -0.3])}, uncertainty=False)
+    calls = []
+    simulate = type(scene).simulate
+    monkeypatch.setattr(type(scene), "simulate",
+                        lambda self, *a, **k: calls.append(1) or simulate(self, *a, **k))
+    cached = estimate(scene, target, **kw)
+    with_cache = len(calls)
+    monkeypatch.setattr(fit.Fit, "_same_as_last", lambda self, ids: False)
+    calls.clear()
+    fresh = estimate(scene, target, **kw)
+    assert with_cache <= len(calls) - 4  # each step's start and the final loss
+    np.testing.assert_array_equal(cached.params["velocity"], fresh.params["velocity"])
+    assert cached.loss == fresh.loss
+
+
 @pytest.mark.cuda
 def test_levenberg_marquardt_recovers_velocity_from_video(scene):
     target = render_target(scene)

@@ -129,3 +129,19 @@ def test_lm_within_directions_stays_in_their_span_and_solves_there():
     LevenbergMarquardt([p], directions=d).jacobian(residual, start, residual_of(p)())
     assert len(calls) == 2  # one per column
     LevenbergMarquardt([torch.zeros(40)], directions=torch.eye(40)[:, :12])  # 12 unknowns
+
+
+def test_lm_does_not_double_a_step_that_solved_the_problem():
+    """A linear residual: the Gauss-Newton step is exact, so no doubled trial follows
+    (residual, one Jacobian column, the trial), and the step ends at the tolerance."""
+    x = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    calls = []
+
+    def residual():
+        calls.append(float(x.detach()))
+        return (x.detach() - 3.0) * torch.ones(4, dtype=torch.float64)
+
+    lm = LevenbergMarquardt([x], max_step=10.0, damping=1e-12, tolerance=1e-20)
+    lm.step(residual)
+    assert float(x.detach()) == pytest.approx(3.0, abs=1e-7)
+    assert len(calls) == 3 and lm.at_tolerance
