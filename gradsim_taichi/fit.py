@@ -213,8 +213,11 @@ class Fit:
             self._lm_tolerance()
         return r * math.sqrt(self.scale)
 
-    def _lm_tolerance(self):
-        self.active.lm.tolerance = max(LM_STAGE_TOL, LM_RUN_TOL * self.scale / self.first_scale)
+    def _lm_tolerance(self, optimisers=None):
+        for opt in optimisers or (self.active,):
+            if opt is not None and opt.lm is not None:
+                opt.lm.tolerance = max(LM_STAGE_TOL,
+                                       LM_RUN_TOL * self.scale / self.first_scale)
 
     def view(self, frames: torch.Tensor) -> torch.Tensor:
         """Frames as the loss compares them: blurred, and with ``chroma="420"`` in a video
@@ -435,9 +438,8 @@ class Fit:
             self.stages.coarse_end = state["coarse_end"]
             self.hold_at = state["hold_at"]
             self.still, self.last_loss = state["still"], state["last_loss"]
-        if self.kind == "lm" and self.scale is not None and self.first_scale is not None:
-            self.active = self.opt
-            self._lm_tolerance()
+        if self.scale is not None and self.first_scale is not None:
+            self._lm_tolerance((self.opt, self.coarse_opt, self.final_opt))
         self._anchor()
 
     def _anchor(self):
