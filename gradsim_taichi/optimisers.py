@@ -11,9 +11,9 @@ level in a few iterations, whatever the conditioning (contact stiffness against 
 friction stiffness against mu). With growing horizons that matters: each horizon is
 solved exactly before frames are added, so the estimate follows the true solution from
 horizon to horizon, where L-BFGS carries a residual into the next stage and can end in
-a local minimum. Far from the answer, though, its linearised steps (within ``max_step``)
-can lead into another basin where L-BFGS's line search crosses to the right one:
-``"lbfgs+lm"`` runs L-BFGS through the warm-up horizons and Levenberg-Marquardt once
+a local minimum. Far from the answer, though, its linearised steps (each within
+``max_step``) can lead into another basin, where L-BFGS's line search reaches the right
+one: ``"lbfgs+lm"`` runs L-BFGS through the warm-up horizons and Levenberg-Marquardt once
 every frame is fitted (:class:`~gradsim_taichi.fit.Fit` switches; fem-beam: 28 L-BFGS
 iterations, or LM alone failing from one guess in two, against about 15).
 """
@@ -32,8 +32,8 @@ LM_NO_EXTEND = 1e-2
 
 class Optimiser:
     """One interface over the schedules (``"lbfgs+lm"``: its L-BFGS part);
-    ``step(closure)`` returns the loss at the
-    start of the step. ``closure()`` zeroes gradients, evaluates and back-propagates."""
+    ``step(closure)`` returns the loss at the start of the step. ``closure()`` zeroes
+    gradients, evaluates and back-propagates."""
 
     def __init__(self, kind: str, tensors: list, lr: float, iters: int,
                  adam_fraction: float = 0.6, directions: torch.Tensor | None = None):
