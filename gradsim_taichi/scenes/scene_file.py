@@ -135,7 +135,7 @@ optional take the value shown)::
     frames = [0, 3]
 
     [estimate]                # optional: the optimiser's defaults for this scene
-    optimizer = "lbfgs"       # adam, lbfgs, adam+lbfgs or lm
+    optimizer = "lbfgs"       # adam, lbfgs, adam+lbfgs, lm or lbfgs+lm
     iters = 12
     lr = 1.0
     blur = 0.0                # pixels
