@@ -60,7 +60,8 @@ def reference_engine():
         return out if frames is None else {k: v[: frames + 1] for k, v in out.items()}
 
     def central(self, residual, x, r0):
-        jac = fd_jacobian(lambda y: self._eval(residual, y), x, r0, central=True)
+        jac = fd_jacobian(lambda y: self._eval(residual, y), x, r0, self.directions,
+                          central=True)
         self._set(x)
         return jac
 
