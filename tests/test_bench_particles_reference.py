@@ -73,3 +73,16 @@ def test_reference_matches_engine_f32():
     sim, ref, w = tiny_case("f32")
     errors = bp.compare(sim, ref, w, "f32")
     assert max(errors.values()) < 1e-3
+
+
+def test_stored_substeps_give_the_checkpointed_gradients():
+    """bench_particles times the stored-substeps backward against the bandwidth floor:
+    it must be the checkpointed one's result, and the check must catch a difference."""
+    sim, _, w = tiny_case("f64")  # (the module's case may predate the f32 test's init)
+    b = bp.make_builder(4, height=0.03, width=0.1)  # the same model
+    stored = gs.Simulation(b.finalize(), frames=sim.frames, substeps=sim.substeps,
+                           checkpoint=False)
+    bp.check_stored(sim, stored, w)  # raises when they disagree
+    stored.set_param("contact_mu", stored.get_param("contact_mu") * 1.01)
+    with pytest.raises(AssertionError, match="stored and checkpointed backward disagree"):
+        bp.check_stored(sim, stored, w)
