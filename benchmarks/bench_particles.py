@@ -61,10 +61,10 @@ MASS = 0.01
 SPRING_KE, SPRING_KD = 100.0, 0.05
 VEL_JITTER = 0.1
 CONTACT = dict(contact_ke=1e3, contact_kd=1.0, contact_kf=10.0, contact_mu=0.5)
-# Gradients compared between the engine and the reference (the engine computes all).
 # issue 18: the fraction of the memory-bandwidth floor a substep reaches (forward and
 # backward, the backward reading stored state as substep_bytes() counts it)
 BANDWIDTH_TARGET = 0.25
+# Gradients compared between the engine and the reference (the engine computes all).
 GRAD_NAMES = ("spring_stiffness", "spring_damping", "mass", "contact_ke", "contact_kd",
               "contact_kf", "contact_mu", "initial_velocity")
 TOL = {"f64": dict(traj=1e-9, grad=1e-8), "f32": dict(traj=1e-4, grad=1e-3)}
