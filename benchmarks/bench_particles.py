@@ -110,17 +110,26 @@ def reference_grads(ref: TorchParticles, w: np.ndarray, names=GRAD_NAMES):
     return out.detach().numpy(), {k: t.grad.numpy().astype(np.float64) for k, t in leaves.items()}
 
 
+def relative_errors(traj, grads, traj_ref, grads_ref) -> dict:
+    """``{"trajectory" | gradient name: max |a - b| / max |b|}`` of two runs."""
+    errors = {"trajectory": float(np.abs(traj - traj_ref).max() / np.abs(traj_ref).max())}
+    for name, g_ref in grads_ref.items():
+        g = np.asarray(grads[name], dtype=np.float64).reshape(g_ref.shape)
+        errors[name] = float(np.abs(g - g_ref).max() / max(np.abs(g_ref).max(), 1e-300))
+    return errors
+
+
+def _grads(sim, w: np.ndarray):
+    """The trajectory of ``sim`` and the gradients of ``sum(w * positions)``."""
+    traj = sim.forward()["particles"]
+    sim.backward({"particles": w.astype(traj.dtype)})
+    return traj, {n: sim.param_grad(n).astype(np.float64) for n in GRAD_NAMES}
+
+
 def compare(sim, ref: TorchParticles, w: np.ndarray, precision: str) -> dict:
     """Run both, return the worst relative errors; raise if they disagree."""
-    ours = sim.forward()["particles"]
-    sim.backward({"particles": w.astype(ours.dtype)})
-    traj, grads = reference_grads(ref, w)
     tol = TOL[precision]
-    scale = np.abs(traj).max()
-    errors = {"trajectory": float(np.abs(ours - traj).max() / scale)}
-    for name, g_ref in grads.items():
-        g = sim.param_grad(name).astype(np.float64).reshape(g_ref.shape)
-        errors[name] = float(np.abs(g - g_ref).max() / max(np.abs(g_ref).max(), 1e-300))
+    errors = relative_errors(*_grads(sim, w), *reference_grads(ref, w))
     bad = {k: e for k, e in errors.items()
            if e > (tol["traj"] if k == "trajectory" else tol["grad"]) or not np.isfinite(e)}
     if bad:
@@ -131,18 +140,10 @@ def compare(sim, ref: TorchParticles, w: np.ndarray, precision: str) -> dict:
 def check_stored(sim, stored, w: np.ndarray) -> None:
     """The stored-substeps Simulation gives the checkpointed one's trajectory and
     gradients (to 1e-12 of each one's scale in f64, 1e-5 in f32)."""
-    g = {"particles": w.astype(gs.runtime.np_dtype())}
-    a = sim.forward()["particles"]
-    sim.backward(g)
-    b = stored.forward()["particles"]
-    stored.backward(g)
     assert not stored.checkpoint and sim.checkpoint
     tol = 1e-12 if gs.runtime.np_dtype() == np.float64 else 1e-5
-    worst = {"trajectory": float(np.abs(a - b).max() / np.abs(a).max())}
-    for name in GRAD_NAMES:
-        ga, gb = sim.param_grad(name), stored.param_grad(name)
-        worst[name] = float(np.abs(ga - gb).max() / max(np.abs(ga).max(), 1e-300))
-    bad = {k: e for k, e in worst.items() if not e <= tol}
+    errors = relative_errors(*_grads(stored, w), *_grads(sim, w))
+    bad = {k: e for k, e in errors.items() if not e <= tol}
     if bad:
         raise AssertionError(f"stored and checkpointed backward disagree: {bad}")
 
