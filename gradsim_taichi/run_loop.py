@@ -123,14 +123,18 @@ def run(job: Job, iters: int, out_dir=None, resume: bool = False, save_every: in
 def _run(job, iters, out_dir, resume, save_every, progress, callback, desc) -> RunRecord:
     state_path = Path(out_dir) / STATE_FILE if out_dir is not None else None
     record = RunRecord()
-    start = 0
+    start, ended = 0, None
     if resume and state_path is not None and state_path.exists():
-        start, record.history, record.seconds = load_state(state_path, job, iters)
+        start, record.history, record.seconds, ended = load_state(state_path, job, iters)
     seconds_before = record.seconds
     best = _Best()
     t0 = time.perf_counter()
-    bar = tqdm(range(start, iters), desc=desc or job.name, disable=not progress,
-               initial=start, total=iters)
+    # (a state saved as the run converged: killed before its outputs, it has no
+    # iterations left, like an uninterrupted run)
+    bar = tqdm(range(start, start if ended else iters), desc=desc or job.name,
+               disable=not progress, initial=start, total=iters)
+    if ended:
+        record.message = ended
     for it in bar:
         if job.new_objective(it):
             best = _Best()
@@ -157,7 +161,7 @@ def _run(job, iters, out_dir, resume, save_every, progress, callback, desc) -> R
         record.seconds = seconds_before + time.perf_counter() - t0
         converged = job.converged(it, outcome)
         if state_path is not None and (done % save_every == 0 or done == iters or converged):
-            save_state(state_path, job, record.history, done, record.seconds)
+            save_state(state_path, job, record.history, done, record.seconds, converged)
         if callback is not None:
             callback(it, outcome)
         if converged:
@@ -223,19 +227,22 @@ def locked(out_dir):
         f.close()  # releases the lock; the file stays (removing it would race)
 
 
-def save_state(path: Path, job: Job, history: list, iteration: int, seconds: float) -> None:
-    """Write the resume state atomically: an interrupted save never corrupts the last one."""
+def save_state(path: Path, job: Job, history: list, iteration: int, seconds: float,
+               ended: str | None = None) -> None:
+    """Write the resume state atomically: an interrupted save never corrupts the last one.
+    ``ended``: the message of a run that converged here (a resumed run then ends too)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {"job": job.name, "state": job.state_dict(), "history": history,
-             "iteration": iteration, "seconds": seconds}
+             "iteration": iteration, "seconds": seconds, "ended": ended}
     tmp = path.with_name(path.name + ".tmp")
     torch.save(state, tmp)
     tmp.replace(path)
 
 
-def load_state(path: Path, job: Job, iters: int) -> tuple[int, list, float]:
+def load_state(path: Path, job: Job, iters: int) -> tuple[int, list, float, str | None]:
     """Read and check a whole resume state before anything is changed; returns
-    ``(iteration, history, seconds)``. Every problem is a :class:`StateError`."""
+    ``(iteration, history, seconds, ended)`` (``ended``: the converged run's message, or
+    None). Every problem is a :class:`StateError`."""
     try:
         state = torch.load(path, weights_only=False)
     except Exception as e:
@@ -258,11 +265,14 @@ def load_state(path: Path, job: Job, iters: int) -> tuple[int, list, float]:
                          "missing or not finite; delete it to start over")
     if not _finite_number(seconds):
         raise StateError(f"cannot resume from {path}: its time is {seconds!r}")
+    ended = state.get("ended")
+    if ended is not None and not isinstance(ended, str):
+        raise StateError(f"cannot resume from {path}: its end message is {ended!r}")
     try:
         job.load_state_dict(state["state"])
     except (StateError, KeyError, TypeError, ValueError, RuntimeError) as e:
         raise StateError(f"cannot resume from {path}: {e}; delete it to start over") from None
-    return it, history, float(seconds)
+    return it, history, float(seconds), ended
 
 
 def _finite_number(x) -> bool:

@@ -111,6 +111,8 @@ def test_resume_equals_an_uninterrupted_run(tmp_path):
       "history": [], "iteration": 0, "seconds": 0.0}, "holds NaN or inf"),
     ({"job": "quadratic", "state": {}, "history": [], "iteration": 0, "seconds": 0.0},
      "'x'"),
+    ({"job": "quadratic", "state": {}, "history": [], "iteration": 0, "seconds": 0.0,
+      "ended": 3}, "its end message is 3"),
 ])
 def test_a_bad_resume_state_is_a_clear_error_before_anything_changes(tmp_path, bad, message):
     torch.save(bad, tmp_path / "state.pt")
@@ -197,6 +199,13 @@ def test_a_job_that_converges_ends_early_as_done_and_saves_its_state(tmp_path):
     assert rec.status == "done" and rec.message == "converged at 21"
     assert rec.iterations == 22
     assert torch.load(tmp_path / "state.pt", weights_only=False)["iteration"] == 22
+    # killed after that save, before its outputs: resumed, it has nothing left to do
+    # (it used to run one more iteration, which an uninterrupted run never ran)
+    again = Quadratic()
+    again.stop_below = 1e-3
+    resumed = run_loop.run(again, 100, out_dir=tmp_path, resume=True, progress=False)
+    assert resumed.history == rec.history and resumed.message == "converged at 21"
+    assert float(again.x.detach()) == float(job.x.detach())
 
 
 def test_iterations_run_on_one_torch_thread_on_the_cpu_and_restore_it(monkeypatch):
