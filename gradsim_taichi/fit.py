@@ -33,6 +33,9 @@ CALIBRATION_STEP = 0.1
 # the Levenberg-Marquardt of the coarse stage and of "lbfgs+lm": its largest change of
 # any value per step (log-values for positive parameters: a factor of 1.65)
 POLISH_LM_STEP = 0.5
+# closures remembered (Fit.closure): L-BFGS's line search ends at one of the points it
+# evaluated, usually the last, sometimes an earlier bracket end
+RECENT_CLOSURES = 3
 
 
 def plain_values(params: dict) -> dict:
@@ -80,6 +83,7 @@ class Fit:
         self.rendered = None  # frames of the step's first evaluation (for callbacks)
         self.evaluated = None  # the values it was at
         self.last_prediction = None  # (frames, values, prediction): see predict()
+        self.recent = []  # the last closures' results: see closure()
         # coarse stage: projectors onto each basis (orthonormal columns), anchored at the
         # values the stage starts from
         dtype = runtime.torch_dtype()
@@ -184,6 +188,20 @@ class Fit:
             return float(self.loss_fn(self.view(pred), self.compared[ids]))
 
     def closure(self):
+        """The normalised loss at the current values, its gradient left in the learned
+        tensors. A point evaluated by one of the last :data:`RECENT_CLOSURES` calls (same
+        frames, values, scale and projection) is not evaluated again: L-BFGS's step
+        starts where its line search ended, at a point the search evaluated (the same
+        ``x + t d``, bit for bit), so without this every iteration paid one evaluation
+        twice."""
+        frame_ids = self.stages.frame_ids(self.iteration)
+        coarse = self.stages.coarse(self.iteration)
+        for entry in self.recent:
+            if self._same_point(entry, frame_ids, coarse):
+                for n, t in self.learned.items():
+                    t.grad = None if entry["grads"][n] is None else entry["grads"][n].clone()
+                self._note(entry["pred"])
+                return entry["value"].clone()
         for t in self.learned.values():
             t.grad = None
         value = self.objective()
@@ -192,10 +210,23 @@ class Fit:
             self.first_scale = self.first_scale or self.scale
         value = value * self.scale
         value.backward()
-        if self.stages.coarse(self.iteration):
+        if coarse:
             for n, q in self.bases.items():
                 self.u[n].grad = _project(q, self.u[n].grad)
+        last = self.last_prediction
+        if last is not None and last[2] is not None and torch.equal(last[0], frame_ids):
+            entry = dict(ids=frame_ids.clone(), coarse=coarse, scale=self.scale,
+                         values=self.snapshot(), value=value.detach().clone(), pred=last[2],
+                         grads={n: None if t.grad is None else t.grad.clone()
+                                for n, t in self.learned.items()})
+            self.recent = ([entry] + self.recent)[:RECENT_CLOSURES]
         return value
+
+    def _same_point(self, entry, frame_ids, coarse) -> bool:
+        return (entry["coarse"] == coarse and entry["scale"] == self.scale
+                and torch.equal(entry["ids"], frame_ids)
+                and all(torch.equal(entry["values"][n], t.detach())
+                        for n, t in self.learned.items()))
 
     def residual(self):
         """Levenberg-Marquardt: residuals scaled like the loss (their mean square is the

@@ -375,8 +375,9 @@ def parse_warmup(warmup) -> list:
     stages = [warmup] if len(warmup) == 2 and np.isscalar(warmup[0]) else list(warmup)
     out = []
     for stage in stages:
-        if len(stage) != 2:
-            raise ValueError(f"warmup stages are (iterations, last frame) pairs; got {stage!r}")
+        if np.ndim(stage) != 1 or len(stage) != 2:
+            raise ValueError(f"warmup stages are (iterations, last frame) pairs; got {stage!r}"
+                             f" in {warmup!r}")
         n, last = stage
         if int(n) != n or n < 0 or int(last) != last or last < 0:
             raise ValueError(f"warmup stages are (iterations >= 0, last frame >= 0); "

@@ -158,6 +158,31 @@ def test_a_repeated_prediction_is_reused_without_changing_the_result(scene, monk
     assert cached.loss == fresh.loss
 
 
+def test_lbfgs_does_not_evaluate_a_point_twice_and_nothing_else_changes(scene, monkeypatch):
+    """L-BFGS starts each step where its line search ended, at a point it evaluated:
+    the remembered closure saves about one evaluation per iteration, bit for bit."""
+    from gradsim_taichi import fit
+
+    target = render_target(scene)
+    kw = dict(params=["velocity"], iters=6, lr=1.0, optimizer="lbfgs", tol=0.0,
+              progress=False, init={"velocity": np.array([0.6, 0.3, -0.3])},
+              uncertainty=False, warmup=(2, 3))
+    calls = []
+    objective = fit.Fit.objective
+    monkeypatch.setattr(fit.Fit, "objective",
+                        lambda self: calls.append(1) or objective(self))
+    remembered = estimate(scene, target, **kw)
+    with_memory = len(calls)
+    monkeypatch.setattr(fit, "RECENT_CLOSURES", 0)
+    calls.clear()
+    fresh = estimate(scene, target, **kw)
+    # every step but a stage's first starts at a remembered point
+    assert with_memory <= len(calls) - (kw["iters"] - 2), (with_memory, len(calls))
+    assert [h["loss"] for h in remembered.history] == [h["loss"] for h in fresh.history]
+    np.testing.assert_array_equal(remembered.params["velocity"], fresh.params["velocity"])
+    assert remembered.loss == fresh.loss
+
+
 @pytest.mark.cuda
 def test_levenberg_marquardt_recovers_velocity_from_video(scene):
     target = render_target(scene)
@@ -284,7 +309,7 @@ def test_warmup_stages_fit_growing_horizons(scene):
     estimate(scene, target, iters=5, lr=0.1, warmup=[(1, 2), (2, 4)], progress=False,
              callback=lambda it, loss, values, rendered: seen.append(rendered.shape[0]))
     assert seen == [3, 5, 5, 9, 9]  # frames 0..2, 0..4, then all 9
-    for bad in ([(1, -2)], [(1, 2, 3)]):
+    for bad in ([(1, -2)], [(1, 2, 3)], (2,), [(1, 2), 3]):
         with pytest.raises(ValueError, match="warmup stages"):
             estimate(scene, target, iters=2, warmup=bad, progress=False)
 
