@@ -238,7 +238,7 @@ class Nuisance:
         # each vertex moved along the light onto the ground plane y = h
         flat = [verts[k] - ((verts[k][..., 1:2] - h) / d[1]) * d for k in moving]
         r = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
-        cover = blur_frames(r(flat)[..., 3:], SHADOW_BLUR)
+        cover = blur_frames(r.coverage(flat), SHADOW_BLUR)
         # (a shadow only darkens, and at most to black)
         cast = 1.0 - self.params["shadow_strength"].clamp(0.0, 1.0) * cover
         # (within [0, 1], the bound passing the gradient on: a plain clamp, like the cast

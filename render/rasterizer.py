@@ -186,20 +186,10 @@ class SoftRasterizer:
     def prepare(self, vertices):
         """Projection and shading: the packed inputs of :class:`SoftRasterFunction`."""
         verts, F, single = self._vertices(vertices)
-        cam = self.camera
-        scale = 2.0 / cam.height
-        eye = cam.eye()
-        fx, fy, cx, cy = cam.intrinsics()
-        xys, zs, cols, uvs, texids, textures, grads = [], [], [], [], [], [], []
-        for m, v in zip(self.meshes, verts, strict=True):
-            pc = cam.to_camera(v)
-            z = pc[..., 2]
-            zsafe = torch.where(z > 0.5 * cam.near, z, torch.ones_like(z))
-            u = (fx * pc[..., 0] / zsafe + cx) * scale
-            w = (fy * pc[..., 1] / zsafe + cy) * scale
-            xy = torch.stack([u, w], -1)[:, m.faces]  # [F, T, 3, 2]
-            xys.append(xy)
-            zs.append(z[:, m.faces])
+        eye = self.camera.eye()
+        xys, zs = self._project(verts)
+        cols, uvs, texids, textures, grads = [], [], [], [], []
+        for m, v, xy in zip(self.meshes, verts, xys, strict=True):
             M, A = shade(m, v, self.lights, eye)
             T = m.num_faces
             cols.append(torch.cat([M.reshape(F, T, 9), A.reshape(F, T, 9)], -1))
@@ -228,6 +218,47 @@ class SoftRasterizer:
         )  # fmt: skip
         return packed, single
 
+    def _project(self, verts) -> tuple[list, list]:
+        """Per mesh, the face corners on the screen ``[F, T, 3, 2]`` (units of half the
+        image height) and their depths ``[F, T, 3]``."""
+        cam = self.camera
+        scale = 2.0 / cam.height
+        fx, fy, cx, cy = cam.intrinsics()
+        xys, zs = [], []
+        for m, v in zip(self.meshes, verts, strict=True):
+            pc = cam.to_camera(v)
+            z = pc[..., 2]
+            zsafe = torch.where(z > 0.5 * cam.near, z, torch.ones_like(z))
+            u = (fx * pc[..., 0] / zsafe + cx) * scale
+            w = (fy * pc[..., 1] / zsafe + cy) * scale
+            xys.append(torch.stack([u, w], -1)[:, m.faces])
+            zs.append(z[:, m.faces])
+        return xys, zs
+
+    def coverage(self, vertices) -> torch.Tensor:
+        """The meshes' coverage ``[F, H, W, 1]`` (``[H, W, 1]`` for ``[V, 3]`` vertices):
+        the alpha channel of :meth:`__call__`, equal to it bit for bit. The antialiased
+        mode skips the shading (the shadow and the mask losses need only this; shading
+        and anti-aliasing the colours cost as much again); the others render in full (a
+        hard image's coverage keeps its graph, with zero gradient, as before)."""
+        if self.mode != "antialias":
+            return self(vertices)[..., 3:]
+        verts, F, single = self._vertices(vertices)
+        xys, zs = self._project(verts)
+        xy, z = torch.cat(xys, 1), torch.cat(zs, 1)
+        ids = hard_face_ids(xy, z, self.settings)
+        out = antialias((ids >= 0)[..., None].to(xy.dtype), ids, xy, z,
+                        self.neighbours().to(ids.device))
+        out = self._pooled(out)
+        return out[0] if single else out
+
+    def _pooled(self, out: torch.Tensor) -> torch.Tensor:
+        """The raster grid's ``[F, H S, W S, C]`` averaged in ``S x S`` blocks."""
+        S = self.supersample
+        if S == 1:
+            return out
+        return torch.nn.functional.avg_pool2d(out.permute(0, 3, 1, 2), S).permute(0, 2, 3, 1)
+
     def __call__(self, vertices) -> torch.Tensor:
         """Render; see the class docstring for shapes."""
         p, single = self.prepare(vertices)
@@ -245,8 +276,7 @@ class SoftRasterizer:
             out = hard_shade(p, ids, st)
             if self.mode == "antialias":
                 out = antialias(out, ids, p["xy"], p["z"], self.neighbours().to(ids.device))
-        if S > 1:
-            out = torch.nn.functional.avg_pool2d(out.permute(0, 3, 1, 2), S).permute(0, 2, 3, 1)
+        out = self._pooled(out)
         return out[0] if single else out
 
 

@@ -215,3 +215,25 @@ def test_scene_render_mode_change_takes_effect():
     scene.render_mode = "antialias"
     scene.ensure_built()
     assert scene.renderer.mode == "antialias" and scene.coverage_renderer.mode == "antialias"
+
+
+@pytest.mark.parametrize("mode", ["antialias", "hard", "soft"])
+def test_coverage_is_the_renders_alpha(mode):
+    """``coverage()`` (no shading) equals the alpha of the full render bit for bit, with
+    its gradient, for a batch of frames and for one; the supersampled image's too."""
+    meshes, verts = _scene("cylinder")
+    frames = torch.stack([verts[0] + torch.tensor([0.02 * k, 0.0, 0.01 * k], dtype=f64)
+                          for k in range(3)]).requires_grad_(True)
+    for ss in ((1, 2) if mode == "antialias" else (1,)):
+        r = SoftRasterizer(_camera(size=32), meshes[:1], mode=mode, supersample=ss)
+        full, cov = r([frames])[..., 3:], r.coverage([frames])
+        assert cov.shape == (3, 32, 32, 1) and torch.equal(cov, full)
+        assert 0.0 < float(cov.mean()) < 1.0  # the body in view, not filling it
+        assert cov.requires_grad and full.requires_grad
+        if mode != "hard":  # (its coverage has a graph, with zero gradient)
+            w = torch.rand(cov.shape, generator=torch.Generator().manual_seed(1), dtype=f64)
+            g_full, = torch.autograd.grad((full * w).sum(), frames)
+            g_cov, = torch.autograd.grad((cov * w).sum(), frames)
+            assert torch.equal(g_cov, g_full) and float(g_cov.abs().sum()) > 0
+        one = r.coverage(verts[0])
+        assert one.shape == (32, 32, 1) and torch.equal(one, r(verts[0])[..., 3:])

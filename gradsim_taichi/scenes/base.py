@@ -276,10 +276,10 @@ class Scene:
             return frames
         moving = [v for v, p in zip(verts, self.parts) if p.static_vertices is None]
         if coverage_renderer is None:
-            alpha = torch.zeros_like(frames[..., 3])
+            alpha = torch.zeros_like(frames[..., 3:])
         else:
-            alpha = coverage_renderer(moving)[..., 3]
-        return torch.cat([frames[..., :3], alpha[..., None]], -1)
+            alpha = coverage_renderer.coverage(moving)
+        return torch.cat([frames[..., :3], alpha], -1)
 
     def render_backdrop(self) -> torch.Tensor:
         """The stage without the simulated objects, RGBA ``[H, W, 4]``: a background plate
