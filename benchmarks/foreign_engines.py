@@ -514,6 +514,26 @@ def camera_target(scene, shape, mass, log):
     return frames, plate, verts
 
 
+def mitsuba_camera_target(scene, shape, mass, log):
+    """Mitsuba's video of our true trajectory seen from the moved eye (the ``camera``
+    case's camera, the ``mitsuba`` case's renderer); its plate."""
+    from gradsim_taichi.scenes import make_scene
+
+    moved = make_scene(scene.name, shape=shape, frames=scene.frames,
+                       camera_eye=moved_eye(scene))
+    moved.build()
+    verts = true_body_vertices(scene)
+    frames = mitsuba_frames(moved, verts)
+    plate = mitsuba_frames(moved, verts[:1], with_body=False)[0]
+    ours = render_ours(scene, verts)
+    mse = float(((frames[..., :3] - ours[..., :3]) ** 2).mean())
+    log["render_mse_vs_ours"] = mse
+    print(f"  mitsuba-camera {shape}: eye {tuple(round(e, 4) for e in moved.camera_eye)} "
+          f"(nominal {scene.camera_eye}); image MSE vs our nominal render {mse:.2e}",
+          flush=True)
+    return frames, plate, verts
+
+
 def pybullet_physics_target(scene, shape, mass, log):
     """PyBullet's rollout drawn by our own renderer (soft, as the model draws): what is
     left of the pybullet case when the renderers agree; our plate."""

@@ -1,6 +1,7 @@
 """Mass estimation on videos our engine did not make (issues 14 and 20).
 
-    python benchmarks/foreign_targets.py [--cases mitsuba,pybullet,pybullet-physics,camera]
+    python benchmarks/foreign_targets.py [--cases mitsuba,pybullet,pybullet-physics,camera,
+        mitsuba-camera]
         [--shapes box,cone] [--seeds 0,1,2] [--quick] [--json PATH] [--save-targets DIR]
 
 Needs the optional extra ``[bench]`` (``pip install -e ".[bench]"``: mitsuba, pybullet)
@@ -27,6 +28,8 @@ ground), its mass unknown. The targets (the table ``CASES``):
   ``pybullet`` case's error that is physics, not image formation).
 - ``camera``: our own render of the true trajectory with the camera eye moved by 3% of
   its distance to the target (up and to the side); the model keeps the nominal camera.
+- ``mitsuba-camera``: both at once: the ``mitsuba`` case's path-traced frames seen from
+  the ``camera`` case's moved eye.
 
 Per case, shape, mass, option and initial guess (drawn with the seed): the relative
 error of every estimated parameter. The options (``options()``): ``defaults``
@@ -61,6 +64,7 @@ from foreign_engines import (  # noqa: E402
     EYE_SHIFT,
     SPP,
     camera_target,
+    mitsuba_camera_target,
     mitsuba_target,
     pybullet_physics_target,
     pybullet_target,
@@ -82,11 +86,14 @@ CASES = {
                              doc="PyBullet's poses drawn by our renderer: the physics' share"),
     "camera": dict(engine=None, masses=(4.0,),
                    doc=f"our render, camera eye moved {EYE_SHIFT:.0%} of its distance"),
+    "mitsuba-camera": dict(engine="mitsuba", masses=(4.0,),
+                           doc=f"path traced from the eye moved {EYE_SHIFT:.0%}"),
 }
 
 
 TARGET_MAKERS = {"mitsuba": mitsuba_target, "pybullet": pybullet_target,
-                 "pybullet-physics": pybullet_physics_target, "camera": camera_target}
+                 "pybullet-physics": pybullet_physics_target, "camera": camera_target,
+                 "mitsuba-camera": mitsuba_camera_target}
 
 
 # ---- options ---------------------------------------------------------------------------
@@ -157,6 +164,13 @@ def options(case, target, plate, scene, contact):
     if case == "camera":
         out["fit=camera"] = dict(fit="camera") if fit else None
         out["antialias + fit=camera"] = dict(aa, fit="camera") if aa is not None and fit else None
+    if case == "mitsuba-camera":
+        out["antialias + fit=camera,shadow + robust"] = (
+            dict(aa, fit="camera,shadow", loss="robust", iters=30)
+            if aa is not None and fit else None)
+        out["antialias + fit=camera,background,shadow + robust"] = (
+            dict(aa, fit="camera,background,shadow", loss="robust", iters=30)
+            if aa is not None and fit else None)
     return out
 
 
@@ -309,7 +323,7 @@ def main(argv=None):
                 scene.set_truth({"mass": mass})
                 scene.build()
                 log = dict(case=case, shape=shape, mass=mass,
-                           **(dict(spp=SPP) if case == "mitsuba" else {}))
+                           **(dict(spp=SPP) if spec["engine"] == "mitsuba" else {}))
                 t0 = time.perf_counter()
                 target, plate, verts = TARGET_MAKERS[case](scene, shape, mass, log)
                 # RGB: a foreign engine's alpha means nothing to the losses
@@ -319,7 +333,7 @@ def main(argv=None):
                 log["target_seconds"] = time.perf_counter() - t0
                 targets.append(log)
                 name = f"{case}-{shape}-{mass:g}kg" + (
-                    f"-{SPP}spp" if case == "mitsuba" and SPP != 64 else "")
+                    f"-{SPP}spp" if spec["engine"] == "mitsuba" and SPP != 64 else "")
                 if args.save_targets:
                     save_target(args.save_targets, name, target, plate, scene.fps)
                 for opt, okw in options(case, target, plate, scene, contact).items():
@@ -327,7 +341,7 @@ def main(argv=None):
                         continue
                     for seed in seeds:
                         row = dict(case=case, shape=shape, mass=mass, option=opt, seed=seed,
-                                   **(dict(spp=SPP) if case == "mitsuba" else {}))
+                                   **(dict(spp=SPP) if spec["engine"] == "mitsuba" else {}))
                         if okw is None:
                             row["status"] = NA
                             print(f"{case:8} {shape:4} {mass:g}kg {opt:38} seed {seed}: {NA}",

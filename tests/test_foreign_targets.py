@@ -165,6 +165,13 @@ def test_missing_extra_exits_2_naming_it():
     assert "[bench]" in r.stderr and "mitsuba" in r.stderr and "pybullet" in r.stderr
 
 
+def test_every_case_has_a_maker_and_an_engine():
+    assert set(ft.CASES) == set(ft.TARGET_MAKERS)
+    assert ft.CASES["mitsuba-camera"]["engine"] == "mitsuba"
+    r = _run_script(["--cases", "mitsuba-camera", "--quick"], block_extras=True)
+    assert r.returncode == 2 and "mitsuba" in r.stderr
+
+
 @pytest.mark.slow
 def test_camera_case_end_to_end(tmp_path):
     # the camera case needs no extra: a moved camera's target, the defaults and the
