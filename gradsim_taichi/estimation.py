@@ -262,8 +262,12 @@ def estimate(
         fit: nuisance parameters learned with the physical ones, a comma-separated
             string or list from ``"camera"`` (a small pose correction), ``"background"``
             (a static background image behind the objects instead of the stage) and
-            ``"appearance"`` (object albedo gain, ambient and directional light); see
-            :mod:`gradsim_taichi.nuisance`. Their estimates are in ``nuisance``.
+            ``"appearance"`` (object albedo gain, ambient and directional light), and
+            ``"shadow"`` (the objects' cast shadow and ground occlusion); see
+            :mod:`gradsim_taichi.nuisance`. Their estimates are in ``nuisance``. Camera
+            and appearance are first calibrated on frame 0; with a gradient optimiser
+            (not ``"lm"``) the calibrated camera is then held until every frame is
+            fitted.
         background: with ``fit`` including ``"background"``: a fixed background image
             ``[H, W, 3]`` (a plate of the empty scene) instead of the one solved per
             pixel.

@@ -281,6 +281,36 @@ def test_calibration_recovers_a_moved_camera_from_the_first_frame():
     assert (t1 - t0).abs().max() < 1e-5
 
 
+@pytest.mark.parametrize("optimizer", ["lbfgs", "lm"])
+def test_a_gradient_optimiser_holds_the_calibrated_camera_through_the_warm_up(
+        monkeypatch, optimizer):
+    """L-BFGS keeps the frame-0 calibration's camera until every frame is fitted, then
+    learns it with the physics; Levenberg-Marquardt learns it from the start."""
+    from gradsim_taichi import fit
+    from gradsim_taichi.estimation import estimate, render_target
+
+    scene = _scene(size=32, frames=4)
+    moved = _scene(size=32, frames=4)
+    eye, aim = np.array(scene.camera_eye), np.array(scene.camera_target)
+    moved.camera_eye = tuple(eye + np.array([0.02, 0.03, -0.01]) * np.linalg.norm(eye - aim))
+    moved.build()
+    target = render_target(moved)
+    seen = []
+    step = fit.Fit.step
+
+    def recording(self, it):
+        out = step(self, it)
+        seen.append((it, self.nuisance.params["camera_translation"].detach().clone()))
+        return out
+
+    monkeypatch.setattr(fit.Fit, "step", recording)
+    r = estimate(scene, target, fit="camera", optimizer=optimizer, warmup=(2, 2), iters=4,
+                 tol=0.0, init={"mass": 2.0}, progress=False, uncertainty=False)
+    calibrated = torch.as_tensor(r.stages[0]["nuisance"]["camera_translation"], dtype=f64)
+    moved_in = [it for it, t in seen if not torch.equal(t, calibrated)]
+    assert moved_in == ([2, 3] if optimizer == "lbfgs" else [0, 1, 2, 3]), moved_in
+
+
 def test_cli_fit_writes_the_nuisance_and_background(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["estimate", "rigid-mass", "--fit", "background,appearance", "--iters", "2",
