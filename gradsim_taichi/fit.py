@@ -220,7 +220,7 @@ class Fit:
             self.learned[n].grad = torch.zeros_like(self.learned[n])
         last = self.last_prediction
         if last is not None and last[2] is not None and torch.equal(last[0], frame_ids):
-            entry = dict(ids=frame_ids.clone(), coarse=(coarse, held), scale=self.scale,
+            entry = dict(ids=frame_ids.clone(), projection=(coarse, held), scale=self.scale,
                          values=self.snapshot(), value=value.detach().clone(), pred=last[2],
                          grads={n: None if t.grad is None else t.grad.clone()
                                 for n, t in self.learned.items()})
@@ -228,7 +228,7 @@ class Fit:
         return value
 
     def _same_point(self, entry, frame_ids, projection) -> bool:
-        return (entry["coarse"] == projection and entry["scale"] == self.scale
+        return (entry["projection"] == projection and entry["scale"] == self.scale
                 and torch.equal(entry["ids"], frame_ids)
                 and all(torch.equal(entry["values"][n], t.detach())
                         for n, t in self.learned.items()))
