@@ -12,6 +12,7 @@ import torch
 
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import StateError
+from gradsim_taichi.nuisance import CAMERA_PARAMS
 from gradsim_taichi.objectives import blur_frames, chroma_420, needs_mask
 from gradsim_taichi.optimisers import LM_MAX_UNKNOWNS, LevenbergMarquardt, Optimiser
 from gradsim_taichi.reports import jsonable
@@ -310,7 +311,7 @@ class Fit:
             # camera is held until every frame is fitted (6.9e-3, 6.2e-4; closure()
             # zeroes its gradient). LM's residual steps do not wander (our own image:
             # 6e-11), so it keeps it free.
-            self.calibrated = tuple(n for n in self.nuisance.params if n.startswith("camera_"))
+            self.calibrated = tuple(n for n in CAMERA_PARAMS if n in self.nuisance.params)
         return {"stage": "calibration (frame 0, nuisance parameters only)",
                 "first_frame": 0, "last_frame": 0, "end_iteration": 0,
                 "loss_before": before, "loss_after": after,

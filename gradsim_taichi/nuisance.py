@@ -55,6 +55,9 @@ from gradsim_taichi.objectives import blur_frames
 from gradsim_taichi.render import AmbientLight, Camera, DirectionalLight, SoftRasterizer
 
 KINDS = ("camera", "background", "appearance", "shadow")
+# the parameters of the kind "camera" (Fit holds them through a gradient optimiser's
+# warm-up, see Fit.calibrate)
+CAMERA_PARAMS = ("camera_rotation", "camera_translation")
 
 # weight (in frames) of the temporal median in the background's least-squares solve
 BACKGROUND_PRIOR = 1e-2
@@ -123,8 +126,8 @@ class Nuisance:
             return torch.as_tensor(value, dtype=dt, device=dev).clone().requires_grad_(True)
 
         if "camera" in self.kinds:
-            self.params["camera_rotation"] = learned([0.0, 0.0, 0.0])
-            self.params["camera_translation"] = learned([0.0, 0.0, 0.0])
+            for name in CAMERA_PARAMS:  # axis-angle (radians), metres
+                self.params[name] = learned([0.0, 0.0, 0.0])
         lights = scene.renderer.lights
         self.ambient = next((lt for lt in lights if isinstance(lt, AmbientLight)), None)
         self.sun = next((lt for lt in lights if isinstance(lt, DirectionalLight)), None)
