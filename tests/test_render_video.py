@@ -67,3 +67,28 @@ def test_errors(tmp_path):
         save_video(_frames(), tmp_path / "x.xyz")
     with pytest.raises(ValueError, match="frames must be"):
         save_video(np.zeros((2, 3)), tmp_path / "y.gif")
+
+
+def test_npy_arrays(tmp_path):
+    frames = _frames(F=4, C=3).numpy()
+    np.save(tmp_path / "f.npy", frames)  # float64: read as float32, no rounding to 8 bits
+    back = load_video(tmp_path / "f.npy")
+    assert back.dtype == torch.float32 and back.shape == (4, 32, 48, 3)
+    assert np.abs(back.numpy() - frames).max() < 1e-6
+    u8 = (frames * 255).round().astype(np.uint8)
+    np.save(tmp_path / "u8.npy", u8)
+    assert np.abs(load_video(tmp_path / "u8.npy").numpy() * 255 - u8).max() < 1e-4
+    np.save(tmp_path / "grey.npy", frames[..., 0])
+    grey = load_video(tmp_path / "grey.npy")
+    assert grey.shape == (4, 32, 48, 3) and torch.equal(grey[..., 0], grey[..., 2])
+    bad = {"shape": frames[0, 0], "nan": np.where(frames > 0.5, np.nan, frames),
+           "range": frames * 2.0, "dtype": frames.astype(np.int32)}
+    for name, a in bad.items():
+        np.save(tmp_path / f"{name}.npy", a)
+    for name, msg in (("shape", "expected an array"), ("nan", "NaN"), ("range", r"not in \[0, 1\]"),
+                      ("dtype", "dtype int32")):
+        with pytest.raises(ValueError, match=msg):
+            load_video(tmp_path / f"{name}.npy")
+    (tmp_path / "corrupt.npy").write_bytes(b"\x93NUMPY garbage")
+    with pytest.raises(ValueError, match="corrupt.npy"):
+        load_video(tmp_path / "corrupt.npy")

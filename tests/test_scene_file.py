@@ -407,7 +407,13 @@ def test_cli_scene_check(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "small-box: 10 frames at 60 fps" in out and "24x24 px" in out
     assert "objects[0]: rigid box, mass unknown (2..12)" in out
-    assert "unknown mass: guesses 2..12, true 4" in out
+    assert "unknown mass: guesses 2..12, true 4" in out and "built:" in out
+    # the ground (default extent: z up to 1 m) reaching behind a level camera at z = 0.8
+    path.write_text(BASE.replace("eye = [0.0, 0.8, 1.8]", "eye = [0.0, 0.2, 0.8]"))
+    assert main(["scene", "check", str(path)]) == 2
+    assert "closer than the near plane" in capsys.readouterr().err
+    assert main(["estimate", "--scene", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "closer than the near plane" in capsys.readouterr().err
     path.write_text(BASE.replace("guess_low = 2.0", "guess_low = 0"))
     assert main(["scene", "check", str(path)]) == 2
     assert "objects[0].mass.guess_low: expected a number > 0; got 0" in capsys.readouterr().err

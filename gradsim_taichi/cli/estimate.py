@@ -200,7 +200,10 @@ def cmd_estimate(args) -> int:
                         mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows)
         if args.scene_file is not None:
             settings["scene_file"] = args.scene_file
-        scene.ensure_built()
+        try:
+            scene.ensure_built()  # (a scene file's camera and stage checked)
+        except ValueError as e:
+            raise CLIError(str(e)) from None
         mode = render_for(target_video is not None, args.render)
         if mode is not None:
             scene.render_mode = mode

@@ -89,6 +89,13 @@ def cmd_scene_check(args) -> int:
             continue
         true = f", true {p.true:g}" if scene.truth_given[name] else ""
         print(f"unknown {name}: guesses {p.low:g}..{p.high:g}{true}")
+    # the checks that need the built scene (the stage in front of the camera, ...): about
+    # a second on the CPU
+    try:
+        scene.build()
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    print("built: the model, the camera and the stage are consistent")
     return 0
 
 

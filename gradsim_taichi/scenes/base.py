@@ -183,11 +183,14 @@ class Scene:
             if part.static_vertices is not None:
                 _, depth = self.camera.project(part.static_vertices)
                 if (depth <= self.near).any():
+                    worst = part.static_vertices[int(torch.argmin(depth))].tolist()
                     raise ValueError(
                         f"scene '{self.name}': render part {k} has fixed vertices closer "
-                        f"than the near plane ({self.near}) or behind the camera; faces "
-                        "crossing it are not drawn. Keep the stage in front of the camera "
-                        "(e.g. ground_part(extent=...) with z1 short of it)")
+                        f"than the near plane ({self.near}) or behind the camera (e.g. "
+                        f"{[round(c, 3) for c in worst]}, depth {float(depth.min()):.3g}); "
+                        "faces crossing it are not drawn. Keep the stage in front of the "
+                        "camera: in a scene file shorten [stage] extent (x0, x1, z0, z1) "
+                        "or move [camera] eye; in Python ground_part(extent=...)")
         self.renderer = SoftRasterizer(self.camera, [p.mesh for p in self.parts],
                                        mode=self.render_mode, sigma=self.sigma,
                                        gamma=self.gamma,
