@@ -14,6 +14,14 @@ import tempfile
 import numpy as np
 
 SPP = 64  # Mitsuba samples per pixel
+# Mitsuba's lights (foreign_targets.py --lighting): the constant environment's radiance,
+# the sun's irradiance as a factor of ours, and the sun's angular radius (degrees; 0: a
+# directional light, sharp shadows). "ours" draws exactly our shading model's light;
+# the others do not: the image's shading then differs from any the model draws at its
+# nominal light (fit "appearance" learns it)
+LIGHTINGS = {"ours": (0.5, 1.0, 0.0), "bright": (0.35, 1.4, 0.0), "dim": (0.65, 0.7, 0.0),
+             "soft": (0.5, 1.0, 3.0)}
+LIGHTING = "ours"
 PB_SUBSTEPS = 8  # PyBullet steps per frame (1/480 s at 60 fps)
 EYE_SHIFT = 0.03  # the camera case: the eye moved by this fraction of its distance
 
@@ -219,6 +227,21 @@ def _mitsuba_mesh(name, verts, faces, face_colors):
     return mesh
 
 
+def _sun(direction, irradiance: float, radius_deg: float) -> dict:
+    """A Mitsuba emitter giving ``irradiance`` from ``direction`` (the way the light
+    travels): a directional light, or a far sphere of angular radius ``radius_deg``
+    (soft shadows) whose radiance gives the same irradiance facing it."""
+    if radius_deg <= 0:
+        return {"type": "directional", "direction": np.asarray(direction).tolist(),
+                "irradiance": {"type": "rgb", "value": irradiance}}
+    far = 100.0  # metres: the scene's few metres see the same irradiance
+    r = far * math.sin(math.radians(radius_deg))
+    d = np.asarray(direction, float) / np.linalg.norm(direction)
+    return {"type": "sphere", "center": (-d * far).tolist(), "radius": r,
+            "emitter": {"type": "area", "radiance": {
+                "type": "rgb", "value": irradiance / (math.pi * (r / far) ** 2)}}}
+
+
 def mitsuba_frames(scene, body_verts, with_body=True, spp=None, silhouette=False,
                    seed_offset=0, centre=True):
     """Mitsuba renders ``[F, H, W, 4]`` of the body at ``body_verts`` on our stage.
@@ -239,10 +262,10 @@ def mitsuba_frames(scene, body_verts, with_body=True, spp=None, silhouette=False
         # 0.5 gives a diffuse surface 0.5 albedo where unoccluded; a directional emitter
         # of irradiance E gives albedo / pi * E * cos: E = 0.5 pi
         d = [lt for lt in scene.renderer.lights if hasattr(lt, "direction")][0]
-        base["ambient"] = {"type": "constant", "radiance": {"type": "rgb", "value": 0.5}}
-        base["sun"] = {"type": "directional",
-                       "direction": d.direction.detach().cpu().numpy().tolist(),
-                       "irradiance": {"type": "rgb", "value": float(d.intensity) * math.pi}}
+        ambient, sun, radius_deg = LIGHTINGS[LIGHTING]
+        base["ambient"] = {"type": "constant", "radiance": {"type": "rgb", "value": ambient}}
+        base["sun"] = _sun(d.direction.detach().cpu().numpy(),
+                           float(d.intensity) * math.pi * sun, radius_deg)
         base["stage"] = _mitsuba_mesh("stage", stage.static_vertices,
                                       stage.mesh.faces.cpu().numpy(),
                                       stage.mesh.face_colors.cpu().numpy())

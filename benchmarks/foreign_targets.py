@@ -3,19 +3,24 @@
     python benchmarks/foreign_targets.py [--cases mitsuba,pybullet,pybullet-physics,camera,
         mitsuba-camera]
         [--shapes box,cone] [--seeds 0,1,2] [--quick] [--json PATH] [--save-targets DIR]
+        [--spp N] [--lighting ours|bright|dim|soft] [--scene FILE]
 
 Needs the optional extra ``[bench]`` (``pip install -e ".[bench]"``: mitsuba, pybullet)
 for the ``mitsuba`` and ``pybullet`` cases; without it the script says so and exits 2.
 
 The rigid-mass preset (64 px; a body pushed by a known impulse, tumbling onto the
-ground), its mass unknown. The targets (the table ``CASES``):
+ground), its mass unknown, or with ``--scene FILE`` a scene file like it (another
+camera, resolution, stage). The targets (the table ``CASES``):
 
 - ``mitsuba``: our engine's TRUE trajectory, every frame path traced by Mitsuba 3
   (``scalar_rgb``) from the same posed meshes, camera and colours: a constant
   environment (the ambient 0.5) and a directional emitter in our light's direction (the
   directional 0.5), shadows and interreflection, box-filtered pixels, ``SPP`` samples
-  per pixel (noise). The camera match is checked: the body's silhouette point-sampled
-  at pixel centres by Mitsuba against ours (IoU, printed; 1.0 when the cameras agree).
+  per pixel (noise). ``--lighting`` changes the lights (brighter or dimmer sun against
+  the environment, or a sun 3 degrees in radius: soft shadows), so that the image's
+  shading is not one our model draws at its nominal light. The camera match is
+  checked: the body's silhouette point-sampled at pixel centres by Mitsuba against ours
+  (IoU, printed; 1.0 when the cameras agree).
 - ``pybullet``: another engine's physics and renderer: PyBullet (``p.DIRECT``) simulates
   the same body (mesh, mass, inertia from the mesh, initial pose, the preset's known
   impulse at the same point over the first frame, ground plane, gravity, friction 0.4,
@@ -60,8 +65,10 @@ import numpy as np
 
 # the engines live beside this script (also when it is run with runpy or imported)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import foreign_engines  # noqa: E402
 from foreign_engines import (  # noqa: E402
     EYE_SHIFT,
+    LIGHTINGS,
     SPP,
     camera_target,
     mitsuba_camera_target,
@@ -152,6 +159,10 @@ def options(case, target, plate, scene, contact):
         "antialias + fit=background,shadow + robust": (
             dict(aa, fit="background,shadow", loss="robust", iters=30)
             if aa is not None and fit else None),
+        # ... and the light learned too: a renderer whose lights are not the model's
+        "antialias + fit=background,shadow,appearance + robust": (
+            dict(aa, fit="background,shadow,appearance", loss="robust", iters=30)
+            if aa is not None and fit else None),
         # the flight's estimate held through the contact frames (issue 14)
         f"antialias + fit=background,appearance + stage_contact={HOLD_STAGE} + hold_flight": (
             dict(aa, fit="background,appearance", stage_contact=HOLD_STAGE, hold_flight=True,
@@ -209,7 +220,10 @@ def summary_table(rows) -> str:
     out = ["| target | option | mass rel. error per initial guess |", "|---|---|---|"]
     groups = {}
     for r in rows:
-        key = (f"{r['case']} {r['shape']} {r['mass']:g} kg", r["option"])
+        light = r.get("lighting", "ours")
+        key = (f"{r['case']} {r['shape']} {r['mass']:g} kg"
+               + (f" ({light} light)" if light != "ours" else "")
+               + (f" ({Path(r['scene']).stem})" if r.get("scene") else ""), r["option"])
         groups.setdefault(key, []).append(r)
     for (target, option), rs in groups.items():
         if all(r["status"] == NA for r in rs):
@@ -255,7 +269,6 @@ def check_extras(cases) -> None:
 
 
 def main(argv=None):
-    global SPP
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default=",".join(CASES),
                     help=f"comma-separated, of {', '.join(CASES)}")
@@ -273,6 +286,14 @@ def main(argv=None):
                          "(separated by ';', e.g. 'defaults;masked;fit'; default: all)")
     ap.add_argument("--spp", type=int, default=SPP,
                     help=f"Mitsuba's samples per pixel (default {SPP})")
+    ap.add_argument("--lighting", default="ours", choices=tuple(LIGHTINGS),
+                    help="Mitsuba's lights: ours (exactly our shading model's), bright, "
+                         "dim (ambient and sun other than ours), soft (a sun 3 degrees "
+                         "in radius: soft shadows); see foreign_engines.LIGHTINGS")
+    ap.add_argument("--scene", default=None, metavar="FILE",
+                    help="a scene file like rigid-mass's (one rigid body, its mass "
+                         "unknown, a known push) instead of the preset: another camera, "
+                         "resolution, stage; --shapes then names variants of its [shapes]")
     ap.add_argument("--json", default=None, help="write every row to this file")
     ap.add_argument("--table-from", default=None, metavar="JSON",
                     help="only print the summary table of a --json file and exit")
@@ -297,13 +318,16 @@ def main(argv=None):
     if masses_arg is not None and not (masses_arg and all(m > 0 for m in masses_arg)):
         ap.error(f"--masses must be positive; got {args.masses!r}")
     check_extras(cases)
-    SPP = args.spp
+    # (the engines read these module settings)
+    foreign_engines.SPP, foreign_engines.LIGHTING = args.spp, args.lighting
+    spp = args.spp
 
     import torch
 
     import gradsim_taichi as gs
     from gradsim_taichi.objectives import first_contact
     from gradsim_taichi.scenes import make_scene
+    from gradsim_taichi.scenes.scene_file import load_scene_file
 
     gs.init(arch="cpu", precision="f64")
     shapes = ["box"] if args.quick else args.shapes.split(",")
@@ -319,11 +343,13 @@ def main(argv=None):
         for shape in shapes:
             for mass in masses:
                 kw = {} if frames is None else dict(frames=frames)
-                scene = make_scene("rigid-mass", shape=shape, **kw)
+                scene = (make_scene("rigid-mass", shape=shape, **kw) if args.scene is None
+                         else load_scene_file(args.scene, shape=shape, **kw))
                 scene.set_truth({"mass": mass})
                 scene.build()
-                log = dict(case=case, shape=shape, mass=mass,
-                           **(dict(spp=SPP) if spec["engine"] == "mitsuba" else {}))
+                mitsuba = (dict(spp=spp, lighting=args.lighting)
+                           if spec["engine"] == "mitsuba" else {})
+                log = dict(case=case, shape=shape, mass=mass, scene=args.scene, **mitsuba)
                 t0 = time.perf_counter()
                 target, plate, verts = TARGET_MAKERS[case](scene, shape, mass, log)
                 # RGB: a foreign engine's alpha means nothing to the losses
@@ -332,8 +358,10 @@ def main(argv=None):
                 log["first_contact_frame"] = contact
                 log["target_seconds"] = time.perf_counter() - t0
                 targets.append(log)
-                name = f"{case}-{shape}-{mass:g}kg" + (
-                    f"-{SPP}spp" if spec["engine"] == "mitsuba" and SPP != 64 else "")
+                name = (f"{case}-{shape}-{mass:g}kg"
+                        + (f"-{spp}spp" if mitsuba and spp != SPP else "")
+                        + (f"-{args.lighting}" if mitsuba and args.lighting != "ours" else "")
+                        + (f"-{Path(args.scene).stem}" if args.scene else ""))
                 if args.save_targets:
                     save_target(args.save_targets, name, target, plate, scene.fps)
                 for opt, okw in options(case, target, plate, scene, contact).items():
@@ -341,7 +369,7 @@ def main(argv=None):
                         continue
                     for seed in seeds:
                         row = dict(case=case, shape=shape, mass=mass, option=opt, seed=seed,
-                                   **(dict(spp=SPP) if spec["engine"] == "mitsuba" else {}))
+                                   scene=args.scene, **mitsuba)
                         if okw is None:
                             row["status"] = NA
                             print(f"{case:8} {shape:4} {mass:g}kg {opt:38} seed {seed}: {NA}",

@@ -191,3 +191,26 @@ def test_camera_case_end_to_end(tmp_path):
     assert rows["fit=camera"]["status"] in ("done", ft.NA)
     assert (tmp_path / "camera-box-4kg.mp4").exists()
     assert np.load(tmp_path / "camera-box-4kg.npy").shape == (25, 64, 64, 3)
+
+
+def test_soft_sun_gives_the_directional_lights_irradiance():
+    # lighting "soft": a far sphere 3 degrees in radius instead of the directional
+    # light; a grey plane facing it is lit alike (Mitsuba's radiance of a diffuse
+    # surface: albedo E / pi), and differently at another irradiance
+    mi = pytest.importorskip("mitsuba")
+    mi.set_variant("scalar_rgb")
+    cam = fe.camera_dict(eye=(0.0, 2.0, 0.0), target=(0.0, 0.0, 0.0), up=(0.0, 0.0, -1.0),
+                         fov_y_deg=30.0, width=8, height=8)
+    plane = fe._mitsuba_mesh("plane", np.array([[-2, 0, -2], [2, 0, -2], [2, 0, 2], [-2, 0, 2.0]]),
+                             [[0, 2, 1], [0, 3, 2]], [[0.5, 0.5, 0.5]] * 2)
+
+    def radiance(sun):
+        scene = mi.load_dict({"type": "scene", "integrator": {"type": "path", "max_depth": 2},
+                              "sensor": fe.mitsuba_sensor(cam, 64), "plane": plane, "sun": sun})
+        return float(np.array(mi.render(scene, spp=64))[..., :3].mean())
+
+    down = (0.0, -1.0, 0.0)
+    sharp = radiance(fe._sun(down, 2.0, 0.0))
+    assert abs(sharp - 0.5 * 2.0 / np.pi) < 1e-3
+    assert abs(radiance(fe._sun(down, 2.0, 3.0)) / sharp - 1.0) < 0.02
+    assert abs(radiance(fe._sun(down, 1.0, 3.0)) / sharp - 0.5) < 0.01
