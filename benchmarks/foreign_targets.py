@@ -161,7 +161,7 @@ def options(case, target, plate, scene, contact):
             if aa is not None and fit else None),
         # ... and the light learned too: a renderer whose lights are not the model's
         "antialias + fit=background,shadow,appearance + robust": (
-            dict(aa, fit="background,shadow,appearance", loss="robust", iters=30)
+            dict(aa, fit="background,shadow,appearance", loss="robust", iters=80)
             if aa is not None and fit else None),
         # the flight's estimate held through the contact frames (issue 14)
         f"antialias + fit=background,appearance + stage_contact={HOLD_STAGE} + hold_flight": (

@@ -116,7 +116,8 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
                 settings["scene_file"] = item.scene_file
             runtime.seed_generators(item.seed)  # as `estimate --seed` does through init
             estimate_into(folder, scene, target, settings, params=names,
-                          iters=iters_for(target is not None, scene.iters, item.iters),
+                          iters=iters_for(target is not None, scene.iters, item.iters,
+                                          item.fit),
                           lr=item.lr, optimizer=item.optimizer,
                           frame_stride=item.frame_stride, blur=item.blur, seed=item.seed,
                           chroma=chroma_for(item.target), resume=resume, progress=False,

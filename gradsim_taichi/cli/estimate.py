@@ -209,7 +209,7 @@ def cmd_estimate(args) -> int:
             scene.render_mode = mode
         target = (render_target(scene, args.supervision) if target_video is None
                   else target_video)
-        iters = iters_for(target_video is not None, scene.iters, args.iters)
+        iters = iters_for(target_video is not None, scene.iters, args.iters, fit)
         stage_contact = args.stage_contact
         if args.hold_flight and not stage_contact:
             raise CLIError("--hold-flight holds the pre-contact stage's estimates: give "
