@@ -277,8 +277,11 @@ def test_chroma_for_a_target():
 
 
 def test_iterations_for_a_foreign_target():
-    from gradsim_taichi.estimation_outputs import (LEARNED_VIEW_MIN_ITERS, OWN_VIDEO_MIN_ITERS,
-                                                   iters_for)
+    from gradsim_taichi.estimation_outputs import (
+        LEARNED_VIEW_MIN_ITERS,
+        OWN_VIDEO_MIN_ITERS,
+        iters_for,
+    )
 
     assert iters_for(False, 12) == 12 and iters_for(False, 12, 5) == 5
     assert iters_for(True, 12) == OWN_VIDEO_MIN_ITERS and iters_for(True, 12, 7) == 7
