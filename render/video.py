@@ -120,7 +120,11 @@ def load_video(path) -> torch.Tensor:
     shapes = {im.shape for im in imgs}
     if len(shapes) != 1:
         raise ValueError(f"frames of {path} have different shapes: {sorted(shapes)}")
-    a = np.stack(imgs)
+    return _from_integers(np.stack(imgs))
+
+
+def _from_integers(a: np.ndarray) -> torch.Tensor:
+    """8- or 16-bit pixel values as float32 in [0, 1]."""
     scale = 65535.0 if a.dtype == np.uint16 else 255.0
     return torch.from_numpy(a.astype(np.float32) / scale)
 
@@ -137,7 +141,7 @@ def _load_array(path: Path) -> torch.Tensor:
         raise ValueError(f"video {path}: expected an array [F, H, W, 3|4] or [F, H, W], "
                          f"got shape {a.shape}")
     if a.dtype in (np.uint8, np.uint16):
-        return torch.from_numpy(a.astype(np.float32) / (65535.0 if a.dtype == np.uint16 else 255.0))
+        return _from_integers(a)
     if not np.issubdtype(a.dtype, np.floating):
         raise ValueError(f"video {path}: expected float in [0, 1], uint8 or uint16, got "
                          f"dtype {a.dtype}")
