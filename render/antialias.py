@@ -70,12 +70,14 @@ def _surface_exit(face, f, P, Q, xy, neighbours, stop, steps: int = 8):
     ``P``): across shared edges into neighbours of the same winding (thin faces of a
     curved surface that no pixel centre sees) until a silhouette (a boundary edge, or a
     neighbour that winds the other way: it faces away), the face ``stop`` (the one seen
-    at ``Q``: a crease) or ``Q``. Returns ``(t, face, edge)`` per segment (no gradient:
-    the crossing is recomputed from the edge found)."""
+    at ``Q``: a crease) or ``Q``. Returns ``(t, face, edge)`` per segment, and the edge
+    ``k0`` the segment leaves the first face through (the same as ``edge`` where it did
+    not walk) (no gradient: the crossings are recomputed from the edges found)."""
     tri = xy[f, face]
     t, k = _exit(_barycentric(tri, P), _barycentric(tri, Q))
+    k0 = k.clone()
     if neighbours is None:
-        return t, face, k
+        return t, face, k, k0
     winding = _signed_area(tri) > 0
     for _ in range(steps):
         n = neighbours[face, k]
@@ -90,7 +92,7 @@ def _surface_exit(face, f, P, Q, xy, neighbours, stop, steps: int = 8):
         if sel.numel() == 0:
             break
         face[sel], t[sel], k[sel] = n[sel], nt, nk
-    return t, face, k
+    return t, face, k, k0
 
 
 def face_neighbours(faces: torch.Tensor) -> torch.Tensor:
@@ -119,9 +121,31 @@ def _depth(w: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     return 1.0 / (w / z).sum(-1)
 
 
+def _crossing(xy, f, face, k, P, D):
+    """Where ``P + t D`` crosses the line of edge ``k`` of ``face``: ``t [M]``,
+    differentiable in the edge's ends."""
+    a, b = xy[f, face, (k + 1) % 3], xy[f, face, (k + 2) % 3]
+    e = b - a
+    r = a - P
+    return (r[:, 0] * e[:, 1] - r[:, 1] * e[:, 0]) / (D[:, 0] * e[:, 1] - D[:, 1] * e[:, 0])
+
+
+def _overlap(a, b, lo, hi):
+    """Length of ``[a, b]`` inside ``[lo, hi]`` (0 if apart)."""
+    return (torch.minimum(b, torch.full_like(b, hi)) - torch.maximum(a, torch.full_like(a, lo))
+            ).clamp_min(0)
+
+
 def _pair_deltas(img, face_id, xy, z, neighbours):
     """Colour changes from the pairs of horizontal and vertical neighbours, as
-    ``(flat pixel index [M], delta [M, C])``."""
+    ``(flat pixel index [M], delta [M, C])``.
+
+    A pair's segment can cross a face that neither pixel centre sees before it reaches
+    the boundary (the surface walk of :func:`_surface_exit`): from ``p``, the colour of
+    ``p`` up to ``t1``, that face's from ``t1`` to ``t2``, ``q``'s after. Its colour is
+    taken from the pixels that see it (else the front surface's own): where it is a
+    crease's other face (two box sides meeting a silhouette, three at a corner),
+    so the image stays continuous when that face reaches ``p``'s centre."""
     F, H, W, C = img.shape
     fid = face_id
     s = 2.0 / H  # screen units per pixel (see soft_raster: y spans [0, 2])
@@ -144,8 +168,8 @@ def _pair_deltas(img, face_id, xy, z, neighbours):
         Q = P + D
         has_p, has_q = fp >= 0, fq >= 0
         A, B = fp.clamp_min(0), fq.clamp_min(0)
-        t_p, face_p, k_p = _surface_exit(A.clone(), f, P, Q, xyd, neighbours, fq)
-        u_q, face_q, k_q = _surface_exit(B.clone(), f, Q, P, xyd, neighbours, fp)
+        t_p, face_p, k_p, k0_p = _surface_exit(A.clone(), f, P, Q, xyd, neighbours, fq)
+        u_q, face_q, k_q, k0_q = _surface_exit(B.clone(), f, Q, P, xyd, neighbours, fp)
         s_q = 1.0 - u_q  # where the surface seen at q starts, from p
         tA, tB, zA, zB = xyd[f, A], xyd[f, B], z[f, A], z[f, B]
         wA0, wA1 = _barycentric(tA, P), _barycentric(tA, Q)
@@ -159,27 +183,53 @@ def _pair_deltas(img, face_id, xy, z, neighbours):
         t = torch.where(p_front, t_p, s_q)
         k = torch.where(p_front, k_p, k_q)
         face = torch.where(p_front, face_p, face_q)
+        # the front surface's first face and the edge it leaves that face through
+        first = torch.where(p_front, A, B)
+        k0 = torch.where(p_front, k0_p, k0_q)
+        walked = face != first
+        # a pixel centre on an edge counts as covered (t = 0 or 1, up to round-off)
+        keep = (t > -1e-9) & (t < 1 + 1e-9)
+        # each edge along the pixel axis more perpendicular to it (exactly one of the two)
         tri = xyd[f, face]
         rows = torch.arange(tri.shape[0], device=tri.device)
         e = tri[rows, (k + 2) % 3] - tri[rows, (k + 1) % 3]
-        # each edge along the pixel axis more perpendicular to it (exactly one of the two)
         steep = e[:, 1].abs() >= e[:, 0].abs()
-        along = torch.where(dj == 1, steep, ~steep)
-        # a pixel centre on an edge counts as covered (t = 0 or 1, up to round-off)
-        keep = along & (t > -1e-9) & (t < 1 + 1e-9)
-    f, i, j, di, dj, face, k, P, D = (x[keep] for x in (f, i, j, di, dj, face, k, P, D))
-    # the crossing, differentiable in the edge's ends: P + t D on the line a + u (b - a)
-    a, b = xy[f, face, (k + 1) % 3], xy[f, face, (k + 2) % 3]
-    e = b - a
-    r = a - P
-    t = ((r[:, 0] * e[:, 1] - r[:, 1] * e[:, 0]) / (D[:, 0] * e[:, 1] - D[:, 1] * e[:, 0]))
-    t = t.clamp(0, 1)
+        keep &= torch.where(dj == 1, steep, ~steep)
+    f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked = (
+        x[keep] for x in (f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked))
     cp, cq = img[f, i, j], img[f, i + di, j + dj]
-    near_p = (t < 0.5)[:, None]
-    delta = torch.where(near_p, (0.5 - t)[:, None] * (cq - cp), (t - 0.5)[:, None] * (cp - cq))
-    ii = torch.where(near_p[:, 0], i, i + di)
-    jj = torch.where(near_p[:, 0], j, j + dj)
-    return (f * H + ii) * W + jj, delta
+    # the boundary (differentiable in the edge's ends), and where the front surface
+    # leaves its first face: from p, the unseen face lies between t1 and t2
+    t = _crossing(xy, f, face, k, P, D).clamp(0, 1)
+    t_first = torch.where(walked, _crossing(xy, f, first, k0, P, D).clamp(0, 1), t)
+    t1 = torch.where(p_front, torch.minimum(t_first, t), t)
+    t2 = torch.where(p_front, t, torch.maximum(t_first, t))
+    c_mid = _unseen_colour(img, face_id, f, first, k0, walked, neighbours,
+                           torch.where(p_front[:, None], cp, cq))
+    dp = (_overlap(t1, t2, 0.0, 0.5)[:, None] * (c_mid - cp)
+          + _overlap(t2, torch.ones_like(t2), 0.0, 0.5)[:, None] * (cq - cp))
+    dq = (_overlap(torch.zeros_like(t1), t1, 0.5, 1.0)[:, None] * (cp - cq)
+          + _overlap(t1, t2, 0.5, 1.0)[:, None] * (c_mid - cq))
+    index = torch.cat([(f * H + i) * W + j, (f * H + i + di) * W + j + dj])
+    return index, torch.cat([dp, dq])
+
+
+def _unseen_colour(img, face_id, f, first, k0, walked, neighbours, fallback):
+    """The colour of the face a pair's segment enters from the front surface's first
+    face (across edge ``k0``): the mean colour of the pixels that see that face in the
+    frame (a flat face's colour), else ``fallback``."""
+    if neighbours is None or not bool(walked.any()):
+        return fallback
+    F, H, W, C = img.shape
+    T = neighbours.shape[0]
+    seen = face_id >= 0
+    slot = (torch.arange(F, device=img.device)[:, None, None] * T + face_id)[seen]
+    total = img.new_zeros(F * T, C).index_add(0, slot, img[seen])
+    count = img.new_zeros(F * T).index_add(0, slot, torch.ones_like(slot, dtype=img.dtype))
+    entered = neighbours.to(first.device)[first, k0]
+    key = f * T + entered.clamp_min(0)
+    ok = walked & (entered >= 0) & (count[key] > 0)
+    return torch.where(ok[:, None], total[key] / count[key].clamp_min(1)[:, None], fallback)
 
 
 def antialias(img: torch.Tensor, face_id: torch.Tensor, xy: torch.Tensor, z: torch.Tensor,

@@ -116,11 +116,12 @@ def test_closer_to_supersampled_reference_than_hard_and_soft(shape):
         img = SoftRasterizer(_camera(), meshes, mode=mode, gamma=1e-2, threshold=1e-30,
                              background=(1, 1, 1), supersample=ss)(verts)
         err[mode, ss] = float(((img[..., :3] - ref[..., :3]) ** 2).mean())
-    # measured 4e-5 to 7e-5 on these 48 px scenes, 13-22x below the hard image's; in
-    # 2 x 2 blocks 5.6e-6 to 1.0e-5
-    assert err["antialias", 1] < 1e-4, err
+    # measured 8.5e-6 to 4.5e-5 on these 48 px scenes (4e-5 to 7e-5 before the faces
+    # that no pixel centre sees got their own colour), far below the hard image's; in
+    # 2 x 2 blocks 3.3e-6 to 6.5e-6 (5.6e-6 to 1.0e-5 before)
+    assert err["antialias", 1] < 6e-5, err
     assert err["antialias", 1] < err["hard", 1] / 8 < err["soft", 1] / 8, err
-    assert err["antialias", 2] < err["antialias", 1] / 3, err
+    assert err["antialias", 2] < min(8e-6, err["antialias", 1] / 1.2), err
     # the supersampled hard image is the finer camera's, pooled
     same = SoftRasterizer(_camera(), meshes, mode="hard", background=(1, 1, 1),
                           supersample=S)(verts)
@@ -128,6 +129,25 @@ def test_closer_to_supersampled_reference_than_hard_and_soft(shape):
     assert SoftRasterizer(_camera(), meshes, mode="antialias").supersample == 2
     with pytest.raises(ValueError, match="supersample"):
         SoftRasterizer(_camera(), meshes, mode="antialias", supersample=0)
+
+
+@pytest.mark.parametrize("shape, most", [("box", 10), ("cone", 40)])
+def test_few_jumps_as_the_body_slides(shape, most):
+    """The body slid by a pixel in 200 steps: a continuous image changes by ~4e-3 a step;
+    count the steps where some pixel jumps by more than 0.05. Measured: box 6, cone 29
+    (before the colour of the face between a pair's pixels, at crease junctions: 20 and
+    63); those left are where the pair's edge switches axis at a corner and faces that
+    no pixel sees (benchmarks/antialias_jumps.py)."""
+    meshes, verts = _scene(shape)
+    r = SoftRasterizer(_camera(), meshes, mode="antialias", supersample=1)
+    d = torch.tensor([1.0, 0.37, 0.2], dtype=f64) / 48
+    n = 200
+    frames = torch.stack([verts[0] + d * k / n for k in range(n + 1)])
+    with torch.no_grad():
+        img = r([frames, verts[1].expand(n + 1, 4, 3)])[..., :3]
+    change = (img[1:] - img[:-1]).abs().amax((1, 2, 3))
+    assert float(change.median()) < 1e-2
+    assert int((change > 0.05).sum()) <= most, int((change > 0.05).sum())
 
 
 def _fd_image_check(render, x, seed=0, h=1e-6, rtol=1e-6):
