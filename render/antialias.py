@@ -27,6 +27,14 @@ the one nearer the camera at the overlap's middle is in front and its edge is th
 boundary; if they do not (a shared edge: a crease; or a sliver between them that no
 pixel centre sees), the one nearer at its own pixel. Against the background, the
 face's own edge.
+
+Which colours: where the front surface's walk crossed into faces neither centre sees,
+the stretch of the segment from the first such crossing to the boundary gets the colour
+of the face it entered (the mean of that face's pixels in the frame; the front
+surface's own if it has none), not the front pixel's. At a junction (a crease meeting
+a silhouette, three sides of a box at a corner) that face is a distinct side, and
+without its colour the image jumped when it reached a pixel centre
+(``benchmarks/antialias_jumps.py``).
 """
 
 from __future__ import annotations
