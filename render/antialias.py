@@ -16,10 +16,16 @@ This is the exact area coverage of a pixel cut by a straight edge that crosses t
 opposite sides of it, if each edge is handled along the pixel axis more perpendicular
 to it (horizontal pairs for edges steeper than 45 degrees, vertical pairs for the
 others). Corners, edges ending inside a pixel and pixels cut by two edges are
-approximated. The image stays continuous when an edge crosses a pixel centre, and the
-crossing point is a smooth function of the edge's screen position: gradients reach
-the vertices of silhouette edges and of occluding edges. Surfaces that intersect (no
-edge at the boundary) are not anti-aliased, as in nvdiffrast.
+approximated. The axis is a share, not a choice: all or nothing outside 45 +- 5
+degrees, smooth between (at 45 both axes give the same image of a straight edge); and
+within a pixel of either end of an edge it moves to a value every edge at that vertex
+takes (at a silhouette corner the mean of the two silhouette edges' shares, else of
+all edges'), so a crossing that passes a vertex from a steep edge to a shallow one
+changes share smoothly, where a choice made the image jump. The image stays
+continuous when an edge crosses a pixel centre, and the crossing point is a smooth
+function of the edge's screen position: gradients reach the vertices of silhouette
+edges and of occluding edges. Surfaces that intersect (no edge at the boundary) are not
+anti-aliased, as in nvdiffrast.
 
 Which edge: the face visible at p covers p and leaves the segment at ``t_p``; the face
 at q covers q and starts at ``s_q``. If the two overlap on the segment (``s_q < t_p``),
@@ -31,13 +37,15 @@ face's own edge.
 Which colours: where the front surface's walk crossed into faces neither centre sees,
 the stretch of the segment from the first such crossing to the boundary gets the colour
 of the face it entered (the mean of that face's pixels in the frame; the front
-surface's own if it has none), not the front pixel's. At a junction (a crease meeting
-a silhouette, three sides of a box at a corner) that face is a distinct side, and
-without its colour the image jumped when it reached a pixel centre
-(``benchmarks/antialias_jumps.py``).
+surface's own if it has none), not the front pixel's: two steps of colour, each
+anti-aliased with its own edge's share. At a junction (a crease meeting a silhouette,
+three sides of a box at a corner) that face is a distinct side, and without its colour
+the image jumped when it reached a pixel centre (``benchmarks/antialias_jumps.py``).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -144,7 +152,74 @@ def _overlap(a, b, lo, hi):
             ).clamp_min(0)
 
 
-def _pair_deltas(img, face_id, xy, z, neighbours):
+# the band of edge angles (radians either side of 45 degrees) over which an edge's share
+# moves from one pixel axis to the other, and the distance (pixels) from a silhouette
+# corner over which it moves to the corner's share
+ANGLE_BAND = 5 * math.pi / 180
+CORNER_REACH = 1.0
+
+
+def _smoothstep(x: torch.Tensor) -> torch.Tensor:
+    x = x.clamp(0, 1)
+    return x * x * (3 - 2 * x)
+
+
+def _horizontal_share(e: torch.Tensor) -> torch.Tensor:
+    """The share ``[M]`` of horizontal pairs in anti-aliasing an edge of direction
+    ``e [M, 2]``: 1 for edges steeper than 45 + band degrees, 0 below 45 - band, smooth
+    (and 1/2 at 45) between; vertical pairs take the rest."""
+    phi = torch.atan2(e[:, 1].abs(), e[:, 0].abs())
+    return _smoothstep((phi - (math.pi / 4 - ANGLE_BAND)) / (2 * ANGLE_BAND))
+
+
+def _corner_shares(xy, faces, neighbours):
+    """Per frame and vertex ``[F, V]``, the horizontal share every edge takes at that
+    vertex: at a silhouette corner (two silhouette edges meet: a boundary edge, or one
+    whose faces wind opposite ways on screen) the mean of those two edges' shares, else
+    the mean over all edges there."""
+    F, T = xy.shape[:2]
+    V = int(faces.max()) + 1
+    wind = _signed_area(xy.reshape(F * T, 3, 2)).reshape(F, T) > 0
+    nb = neighbours.to(xy.device)
+    sil = ((nb < 0)[None] | (wind[:, nb.clamp_min(0)] != wind[:, :, None])).to(xy.dtype)
+    # an inner edge is seen from both of its faces: half from each
+    half = torch.where(nb < 0, 1.0, 0.5).to(xy.dtype)[None].expand(F, T, 3)
+    sums = torch.zeros(4, F * V, dtype=xy.dtype, device=xy.device)
+    frame = torch.arange(F, device=xy.device)[:, None] * V
+    for k in range(3):
+        a, b = (k + 1) % 3, (k + 2) % 3
+        h = _horizontal_share((xy[:, :, b] - xy[:, :, a]).reshape(-1, 2)).reshape(F, T)
+        w, ws = half[:, :, k], half[:, :, k] * sil[:, :, k]
+        rows = torch.stack([w * h, w, ws * h, ws]).reshape(4, -1)
+        for end in (a, b):
+            sums = sums.index_add(1, (frame + faces[None, :, end]).reshape(-1), rows)
+    every, silhouette = sums[0] / sums[1].clamp_min(1e-300), sums[2] / sums[3].clamp_min(1e-300)
+    corner = (sums[3] - 2).abs() < 1e-6
+    return torch.where(corner, silhouette, every).reshape(F, V)
+
+
+def _horizontal_weight(xy, f, face, k, cross, faces, corners, s):
+    """The share of horizontal pairs for crossings ``cross [M, 2]`` of edge ``k`` of
+    ``face`` (screen units; ``s`` per pixel): the edge's own share, moving within
+    :data:`CORNER_REACH` pixels of either end to the share all edges take there
+    (:func:`_corner_shares`), so that a segment passing a vertex from one edge to
+    another changes share smoothly."""
+    a, b = xy[f, face, (k + 1) % 3], xy[f, face, (k + 2) % 3]
+    e = b - a
+    own = _horizontal_share(e)
+    if corners is None:
+        return own
+    length = e.norm(dim=-1).clamp_min(1e-300)
+    along = (((cross - a) * e).sum(-1) / (length * length)).clamp(0, 1)
+    reach = torch.minimum(torch.full_like(length, CORNER_REACH), 0.5 * length / s)
+    weight = own
+    for end, pos in (((k + 1) % 3, along), ((k + 2) % 3, 1 - along)):
+        near = 1 - _smoothstep(pos * length / s / reach)
+        weight = weight + near * (corners[f, faces[face, end]] - own)
+    return weight
+
+
+def _pair_deltas(img, face_id, xy, z, neighbours, faces=None):
     """Colour changes from the pairs of horizontal and vertical neighbours, as
     ``(flat pixel index [M], delta [M, C])``.
 
@@ -197,29 +272,37 @@ def _pair_deltas(img, face_id, xy, z, neighbours):
         walked = face != first
         # a pixel centre on an edge counts as covered (t = 0 or 1, up to round-off)
         keep = (t > -1e-9) & (t < 1 + 1e-9)
-        # each edge along the pixel axis more perpendicular to it (exactly one of the two)
-        tri = xyd[f, face]
-        rows = torch.arange(tri.shape[0], device=tri.device)
-        e = tri[rows, (k + 2) % 3] - tri[rows, (k + 1) % 3]
-        steep = e[:, 1].abs() >= e[:, 0].abs()
-        keep &= torch.where(dj == 1, steep, ~steep)
-    f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked = (
-        x[keep] for x in (f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked))
+    rows = tuple(x[keep] for x in (f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked))
+    f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked = rows
+    corners = None if faces is None else _corner_shares(xy, faces, neighbours)
+    t1, t2, w1, w2 = _steps(xy, corners, faces, s, *rows)
     cp, cq = img[f, i, j], img[f, i + di, j + dj]
-    # the boundary (differentiable in the edge's ends), and where the front surface
-    # leaves its first face: from p, the unseen face lies between t1 and t2
-    t = _crossing(xy, f, face, k, P, D).clamp(0, 1)
+    c_mid = _unseen_colour(img, face_id, f, first, k0, walked, neighbours,
+                           torch.where(p_front[:, None], cp, cq))
+    ones, zeros = torch.ones_like(t1), torch.zeros_like(t1)
+    dp = (w1 * _overlap(t1, ones, 0.0, 0.5)[:, None] * (c_mid - cp)
+          + w2 * _overlap(t2, ones, 0.0, 0.5)[:, None] * (cq - c_mid))
+    dq = (w2 * _overlap(zeros, t2, 0.5, 1.0)[:, None] * (c_mid - cq)
+          + w1 * _overlap(zeros, t1, 0.5, 1.0)[:, None] * (cp - c_mid))
+    index = torch.cat([(f * H + i) * W + j, (f * H + i + di) * W + j + dj])
+    return index, torch.cat([dp, dq])
+
+
+def _steps(xy, corners, faces, s, f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked):
+    """Where a pair's colour steps, from p: from p's colour to the unseen face's at ``t1``
+    and from that to q's at ``t2`` (one step, ``t1 = t2``, where the front surface did
+    not walk), each differentiable in its edge's ends; and each step's share ``[M, 1]``
+    of this pair's axis (:func:`_horizontal_weight`)."""
+    t = _crossing(xy, f, face, k, P, D).clamp(0, 1)  # the boundary
     t_first = torch.where(walked, _crossing(xy, f, first, k0, P, D).clamp(0, 1), t)
     t1 = torch.where(p_front, torch.minimum(t_first, t), t)
     t2 = torch.where(p_front, t, torch.maximum(t_first, t))
-    c_mid = _unseen_colour(img, face_id, f, first, k0, walked, neighbours,
-                           torch.where(p_front[:, None], cp, cq))
-    dp = (_overlap(t1, t2, 0.0, 0.5)[:, None] * (c_mid - cp)
-          + _overlap(t2, torch.ones_like(t2), 0.0, 0.5)[:, None] * (cq - cp))
-    dq = (_overlap(torch.zeros_like(t1), t1, 0.5, 1.0)[:, None] * (cp - cq)
-          + _overlap(t1, t2, 0.5, 1.0)[:, None] * (c_mid - cq))
-    index = torch.cat([(f * H + i) * W + j, (f * H + i + di) * W + j + dj])
-    return index, torch.cat([dp, dq])
+    shares = []
+    for ef, ek, et in ((torch.where(p_front, first, face), torch.where(p_front, k0, k), t1),
+                       (torch.where(p_front, face, first), torch.where(p_front, k, k0), t2)):
+        h = _horizontal_weight(xy, f, ef, ek, P + et[:, None] * D, faces, corners, s)
+        shares.append(torch.where(dj == 1, h, 1 - h)[:, None])
+    return t1, t2, *shares
 
 
 def _unseen_colour(img, face_id, f, first, k0, walked, neighbours, fallback):
@@ -230,18 +313,24 @@ def _unseen_colour(img, face_id, f, first, k0, walked, neighbours, fallback):
         return fallback
     F, H, W, C = img.shape
     T = neighbours.shape[0]
-    seen = face_id >= 0
-    slot = (torch.arange(F, device=img.device)[:, None, None] * T + face_id)[seen]
-    total = img.new_zeros(F * T, C).index_add(0, slot, img[seen])
-    count = img.new_zeros(F * T).index_add(0, slot, torch.ones_like(slot, dtype=img.dtype))
     entered = neighbours.to(first.device)[first, k0]
     key = f * T + entered.clamp_min(0)
-    ok = walked & (entered >= 0) & (count[key] > 0)
+    ok = walked & (entered >= 0)
+    # only the pixels of the faces entered (a mean over every pixel: +25% of this stage)
+    wanted = torch.zeros(F * T, dtype=torch.bool, device=img.device)
+    wanted[key[ok]] = True
+    slot = torch.arange(F, device=img.device)[:, None, None] * T + face_id
+    seen = (face_id >= 0) & wanted[slot.clamp_min(0)]
+    slot = slot[seen]
+    total = img.new_zeros(F * T, C).index_add(0, slot, img[seen])
+    count = img.new_zeros(F * T).index_add(0, slot, torch.ones_like(slot, dtype=img.dtype))
+    ok &= count[key] > 0
     return torch.where(ok[:, None], total[key] / count[key].clamp_min(1)[:, None], fallback)
 
 
 def antialias(img: torch.Tensor, face_id: torch.Tensor, xy: torch.Tensor, z: torch.Tensor,
-              neighbours: torch.Tensor | None = None) -> torch.Tensor:
+              neighbours: torch.Tensor | None = None,
+              faces: torch.Tensor | None = None) -> torch.Tensor:
     """Anti-alias a z-buffered image at its silhouette, occlusion and crease edges.
 
     Args:
@@ -254,12 +343,18 @@ def antialias(img: torch.Tensor, face_id: torch.Tensor, xy: torch.Tensor, z: tor
         neighbours: ``[T, 3]`` from :func:`face_neighbours`: with it, a segment that
             leaves the visible face into a neighbour no pixel centre sees (thin faces of
             a cone, a cylinder, a fine mesh) follows the surface to its real silhouette.
+        faces: ``[T, 3]`` vertex indices of the faces (the array ``neighbours`` was made
+            from; needs ``neighbours``): with them, an edge's share of each pixel axis
+            moves smoothly to a common value at its ends, so the image stays
+            continuous as a crossing passes a vertex (see the module docstring).
 
     Returns ``[F, H, W, C]``, differentiable in ``img`` and ``xy``.
     """
+    if faces is not None and neighbours is None:
+        raise ValueError("antialias: faces needs neighbours (face_neighbours(faces))")
     F, H, W, C = img.shape
     flat = img.reshape(F * H * W, C)
-    pairs = _pair_deltas(img, face_id, xy, z, neighbours)
+    pairs = _pair_deltas(img, face_id, xy, z, neighbours, faces)
     if pairs is None:
         return img
     return flat.index_add(0, pairs[0], pairs[1]).reshape(F, H, W, C)

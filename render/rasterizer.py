@@ -138,16 +138,27 @@ class SoftRasterizer:
             raise ValueError(f"background must be [3] or [{H}, {W}, 3], got {tuple(bg.shape)}")
         return bg
 
-    def neighbours(self) -> torch.Tensor:
-        """``[T, 3]`` face adjacency over all meshes (packed as rendered), for the
-        anti-aliasing's walk to the silhouette; computed once."""
-        if getattr(self, "_neighbours", None) is None:
+    def packed_faces(self) -> torch.Tensor:
+        """``[T, 3]`` the faces of all meshes as rendered, indexing their vertices packed
+        one mesh after another; computed once."""
+        if getattr(self, "_packed_faces", None) is None:
             faces, offset = [], 0
             for m in self.meshes:
                 faces.append(m.faces + offset)
                 offset += int(m.faces.max()) + 1
-            self._neighbours = face_neighbours(torch.cat(faces))
+            self._packed_faces = torch.cat(faces)
+        return self._packed_faces
+
+    def neighbours(self) -> torch.Tensor:
+        """``[T, 3]`` face adjacency over all meshes (packed as rendered), for the
+        anti-aliasing's walk to the silhouette; computed once."""
+        if getattr(self, "_neighbours", None) is None:
+            self._neighbours = face_neighbours(self.packed_faces())
         return self._neighbours
+
+    def _antialias(self, img, ids, xy, z):
+        return antialias(img, ids, xy, z, self.neighbours().to(ids.device),
+                         self.packed_faces().to(ids.device))
 
     def _vertices(self, vertices) -> tuple[list[torch.Tensor], int, bool]:
         if isinstance(vertices, torch.Tensor):
@@ -247,8 +258,7 @@ class SoftRasterizer:
         xys, zs = self._project(verts)
         xy, z = torch.cat(xys, 1), torch.cat(zs, 1)
         ids = hard_face_ids(xy, z, self.settings)
-        out = antialias((ids >= 0)[..., None].to(xy.dtype), ids, xy, z,
-                        self.neighbours().to(ids.device))
+        out = self._antialias((ids >= 0)[..., None].to(xy.dtype), ids, xy, z)
         out = self._pooled(out)
         return out[0] if single else out
 
@@ -275,7 +285,7 @@ class SoftRasterizer:
             ids = hard_face_ids(p["xy"], p["z"], st)
             out = hard_shade(p, ids, st)
             if self.mode == "antialias":
-                out = antialias(out, ids, p["xy"], p["z"], self.neighbours().to(ids.device))
+                out = self._antialias(out, ids, p["xy"], p["z"])
         out = self._pooled(out)
         return out[0] if single else out
 

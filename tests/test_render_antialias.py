@@ -131,13 +131,13 @@ def test_closer_to_supersampled_reference_than_hard_and_soft(shape):
         SoftRasterizer(_camera(), meshes, mode="antialias", supersample=0)
 
 
-@pytest.mark.parametrize("shape, most", [("box", 10), ("cone", 40)])
-def test_few_jumps_as_the_body_slides(shape, most):
+@pytest.mark.parametrize("shape, most, largest", [("box", 4, 0.12), ("cone", 30, 0.3)])
+def test_few_jumps_as_the_body_slides(shape, most, largest):
     """The body slid by a pixel in 200 steps: a continuous image changes by ~4e-3 a step;
-    count the steps where some pixel jumps by more than 0.05. Measured: box 6, cone 29
-    (before the colour of the face between a pair's pixels, at crease junctions: 20 and
-    63); those left are where the pair's edge switches axis at a corner and faces that
-    no pixel sees (benchmarks/antialias_jumps.py)."""
+    count the steps where some pixel jumps by more than 0.05. Measured: box 2 (largest
+    0.08), cone 24 (0.20); 20 (0.40) and 63 (0.38) when each edge took one pixel axis and
+    a face between a pair's centres the front's colour. The cone's left are its thin faces,
+    which no pixel sees (benchmarks/antialias_jumps.py)."""
     meshes, verts = _scene(shape)
     r = SoftRasterizer(_camera(), meshes, mode="antialias", supersample=1)
     d = torch.tensor([1.0, 0.37, 0.2], dtype=f64) / 48
@@ -148,6 +148,7 @@ def test_few_jumps_as_the_body_slides(shape, most):
     change = (img[1:] - img[:-1]).abs().amax((1, 2, 3))
     assert float(change.median()) < 1e-2
     assert int((change > 0.05).sum()) <= most, int((change > 0.05).sum())
+    assert float(change.max()) < largest, float(change.max())
 
 
 def _fd_image_check(render, x, seed=0, h=1e-6, rtol=1e-6):
