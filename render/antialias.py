@@ -262,6 +262,13 @@ def _pair_deltas(img, face_id, xy, z, neighbours, faces=None):
         dB = _depth(wB0 + mid * (wB1 - wB0), zB)
         overlap = s_q < t_p
         p_front = torch.where(overlap, dA < dB, _depth(wA0, zA) < _depth(wB1, zB))
+        if neighbours is not None:
+            # one surface: each walk reached the other pixel's face (a planar cap's
+            # triangles): neither is in front, and comparing depths there was a tie of
+            # round-off that any non-rigid change of the vertices flipped (the L-shape's
+            # image then disagreed with finite differences by up to 10% along random
+            # vertex directions; rigid motions keep the cap planar and agreed); take p's
+            p_front |= (neighbours[face_p, k_p] == fq) & (neighbours[face_q, k_q] == fp)
         p_front = (p_front & has_p) | ~has_q
         t = torch.where(p_front, t_p, s_q)
         k = torch.where(p_front, k_p, k_q)

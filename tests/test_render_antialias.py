@@ -131,11 +131,11 @@ def test_closer_to_supersampled_reference_than_hard_and_soft(shape):
         SoftRasterizer(_camera(), meshes, mode="antialias", supersample=0)
 
 
-@pytest.mark.parametrize("shape, most, largest", [("box", 4, 0.12), ("cone", 30, 0.3)])
+@pytest.mark.parametrize("shape, most, largest", [("box", 4, 0.12), ("cone", 26, 0.12)])
 def test_few_jumps_as_the_body_slides(shape, most, largest):
     """The body slid by a pixel in 200 steps: a continuous image changes by ~4e-3 a step;
     count the steps where some pixel jumps by more than 0.05. Measured: box 2 (largest
-    0.08), cone 24 (0.20); 20 (0.40) and 63 (0.38) when each edge took one pixel axis and
+    0.08), cone 20 (0.08); 20 (0.40) and 63 (0.38) when each edge took one pixel axis and
     a face between a pair's centres the front's colour. The cone's left are its thin faces,
     which no pixel sees (benchmarks/antialias_jumps.py)."""
     meshes, verts = _scene(shape)
@@ -196,6 +196,30 @@ def test_gradients_through_camera_projection_3d():
 
     for seed in range(2):
         assert abs(_fd_image_check(render, verts[0], seed, h=1e-7)) > 1e-3
+
+
+def test_gradients_of_a_rigid_motion_of_a_non_convex_body():
+    """The rigid-mass L-shape (a non-convex prism whose planar caps are fans of thin
+    triangles, seen through the surface walk) moved rigidly: float64 central
+    differences of its antialiased image, at three frames of its tumble."""
+    from gradsim_taichi.scenes import make_scene
+
+    scene = make_scene("rigid-mass", shape="lshape", width=32, height=32)
+    scene.render_mode = "antialias"
+    scene.build()
+    posed = [v.detach() for v in scene.posed_vertices(
+        scene.simulate(scene.true_values(scene.params)), None)]
+    g = torch.Generator().manual_seed(0)
+    for frame in (5, 20, 35):
+        body, stage = posed[0][frame], posed[1][frame] if posed[1].dim() == 3 else posed[1]
+        w, u = torch.randn(3, generator=g, dtype=f64), torch.randn(3, generator=g, dtype=f64)
+        turn = torch.linalg.cross(w.expand_as(body), body - body.mean(0)) + u
+
+        def render(a, body=body, turn=turn, stage=stage):
+            return scene.renderer([body + a * turn, stage])
+
+        assert abs(_fd_image_check(render, torch.zeros((), dtype=f64), frame, h=1e-7,
+                                   rtol=1e-5)) > 1e-3
 
 
 def test_follows_thin_faces_to_the_silhouette():
