@@ -153,8 +153,8 @@ def _overlap(a, b, lo, hi):
 
 
 # the band of edge angles (radians either side of 45 degrees) over which an edge's share
-# moves from one pixel axis to the other, and the distance (pixels) from a silhouette
-# corner over which it moves to the corner's share
+# moves from one pixel axis to the other, and the distance (pixels) from a vertex over
+# which it moves to the share every edge takes there
 ANGLE_BAND = 5 * math.pi / 180
 CORNER_REACH = 1.0
 
