@@ -19,6 +19,7 @@ README's "Videos from other engines").
 
 import argparse
 import json
+import os
 
 import numpy as np
 import torch
@@ -97,11 +98,19 @@ def main():
     p.add_argument("--supersample", type=int, default=1)
     p.add_argument("--json", default=None)
     a = p.parse_args()
+    shapes = a.shapes.split(",")
+    for shape in shapes:
+        if shape not in MESHES:
+            p.error(f"--shapes: unknown shape {shape!r}; one of {', '.join(MESHES)}")
+    if a.steps < 10:
+        p.error(f"--steps must be at least 10, got {a.steps}")
+    if a.supersample < 1:
+        p.error(f"--supersample must be a positive integer, got {a.supersample}")
+    if a.json and not os.access(os.path.dirname(os.path.abspath(a.json)), os.W_OK):
+        p.error(f"--json: cannot write {a.json} (its folder is missing or not writable)")
     torch.set_num_threads(1)
     rows = []
-    for shape in a.shapes.split(","):
-        if shape not in MESHES:
-            raise SystemExit(f"--shapes: unknown shape {shape!r}; one of {', '.join(MESHES)}")
+    for shape in shapes:
         row = sweep(shape, a.steps, a.supersample)
         rows.append(row)
         print(f"{shape:9s} supersample {a.supersample}: median step change "
