@@ -279,10 +279,11 @@ def _pair_deltas(img, face_id, xy, z, neighbours, faces=None):
         walked = face != first
         # a pixel centre on an edge counts as covered (t = 0 or 1, up to round-off)
         keep = (t > -1e-9) & (t < 1 + 1e-9)
-    rows = tuple(x[keep] for x in (f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked))
-    f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked = rows
+    f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked = (
+        x[keep] for x in (f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked))
     corners = None if faces is None else _corner_shares(xy, faces, neighbours)
-    t1, t2, w1, w2 = _steps(xy, corners, faces, s, *rows)
+    t1, t2, w1, w2 = _steps(xy, corners, faces, s, f, dj, face, k, P, D, p_front, first,
+                            k0, walked)
     cp, cq = img[f, i, j], img[f, i + di, j + dj]
     c_mid = _unseen_colour(img, face_id, f, first, k0, walked, neighbours,
                            torch.where(p_front[:, None], cp, cq))
@@ -295,7 +296,7 @@ def _pair_deltas(img, face_id, xy, z, neighbours, faces=None):
     return index, torch.cat([dp, dq])
 
 
-def _steps(xy, corners, faces, s, f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked):
+def _steps(xy, corners, faces, s, f, dj, face, k, P, D, p_front, first, k0, walked):
     """Where a pair's colour steps, from p: from p's colour to the unseen face's at ``t1``
     and from that to q's at ``t2`` (one step, ``t1 = t2``, where the front surface did
     not walk), each differentiable in its edge's ends; and each step's share ``[M, 1]``
