@@ -45,6 +45,12 @@ from gradsim_taichi.uncertainty import local_uncertainty
 # which the run warns that the contact frames pull it away (the presets' own targets,
 # with a 3-iteration stage, move by at most ~1e-4)
 CONTACT_PULL_TOL = 1e-3
+# with fit: the fewest iterations of each of the scene's warm-up horizons (at most half
+# the run's). The nuisance parameters move with the physics and a preset's 4 iterations
+# end mid-way: a path-traced 9 kg L-shape's flight stopped at 9.41 kg and the full video
+# then held it in a local minimum of the tumble at 9.48 (5.4e-2; four guesses with 12:
+# 5.3e-4-6.1e-4). A horizon that converges sooner ends early.
+FIT_WARMUP_ITERS = 12
 
 __all__ = ["estimate", "render_target", "check_target", "blur_frames",
            "EstimationResult", "EstimationError"]
@@ -203,7 +209,9 @@ def estimate(
         progress: show a tqdm bar with the current loss.
         warmup: ``(iterations, last_frame)``: fit frames up to ``last_frame`` first, or a
             list of such stages run in order (growing horizons); then all frames.
-            Default: the scene's ``warmup``; ``(0, 0)`` for none.
+            Default: the scene's ``warmup``, with ``fit`` at least
+            :data:`FIT_WARMUP_ITERS` iterations per horizon (at most half of ``iters``
+            in all; a horizon that converges ends early); ``(0, 0)`` for none.
         coarse_iters: the first iterations move parameters that have a ``basis`` (e.g.
             per-particle velocities: the affine fields) only within it, then every
             element is free (default: the scene's ``coarse_iters``). A field that the
@@ -303,7 +311,10 @@ def estimate(
     if hold_flight and not stage_contact:
         raise ValueError("hold_flight holds the pre-contact stage's estimates: give "
                          "stage_contact (its iterations) too")
-    warmup = parse_warmup(scene.warmup if warmup is None else warmup)
+    kinds = parse_fit(fit)
+    if warmup is None:
+        warmup = _fit_warmup(parse_warmup(scene.warmup), iters) if kinds else scene.warmup
+    warmup = parse_warmup(warmup)
     coarse_iters = scene.coarse_iters if coarse_iters is None else coarse_iters
     Stages(scene.frames, warmup, coarse_iters, frame_stride, frame_range)  # checks
     blur = 0.0 if supervision == "3d" else check_blur(scene.blur if blur is None else blur)
@@ -316,7 +327,6 @@ def estimate(
     if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol >= 0):
         raise ValueError(f"tol must be a number >= 0; got {tol!r}")
     loss_fn = get_loss(loss)
-    kinds = parse_fit(fit)
     if background is not None and "background" not in kinds:
         raise ValueError("background= is the fixed image of fit 'background'; add "
                          "'background' to fit")
@@ -434,6 +444,13 @@ def _with_mask(scene, target, mask, loss_fn, loss, supervision):
                          "mask: give one (mask=...; the CLI's --mask or "
                          "--background-plate)")
     return torch.cat([target[..., :3], check_mask(scene, mask)[..., None]], -1)
+
+
+def _fit_warmup(horizons: list, iters: int) -> list:
+    """The scene's warm-up horizons with at least :data:`FIT_WARMUP_ITERS` iterations
+    each, together at most half of ``iters`` (never fewer than the scene's)."""
+    least = min(FIT_WARMUP_ITERS, int(iters) // (2 * max(len(horizons), 1)))
+    return [(max(n, least), last) for n, last in horizons]
 
 
 def _contact_stage(scene, names, init, iters, warmup, frame_range):
