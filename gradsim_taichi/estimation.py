@@ -211,7 +211,8 @@ def estimate(
             list of such stages run in order (growing horizons); then all frames.
             Default: the scene's ``warmup``, with ``fit`` at least
             :data:`FIT_WARMUP_ITERS` iterations per horizon (at most half of ``iters``
-            in all; a horizon that converges ends early); ``(0, 0)`` for none.
+            less ``stage_contact`` in all; a horizon that converges ends early);
+            ``(0, 0)`` for none.
         coarse_iters: the first iterations move parameters that have a ``basis`` (e.g.
             per-particle velocities: the affine fields) only within it, then every
             element is free (default: the scene's ``coarse_iters``). A field that the
@@ -313,7 +314,9 @@ def estimate(
                          "stage_contact (its iterations) too")
     kinds = parse_fit(fit)
     if warmup is None:
-        warmup = _fit_warmup(parse_warmup(scene.warmup), iters) if kinds else scene.warmup
+        # (the pre-contact stage's iterations come first)
+        warmup = (_fit_warmup(parse_warmup(scene.warmup), iters - int(stage_contact))
+                  if kinds else scene.warmup)
     warmup = parse_warmup(warmup)
     coarse_iters = scene.coarse_iters if coarse_iters is None else coarse_iters
     Stages(scene.frames, warmup, coarse_iters, frame_stride, frame_range)  # checks

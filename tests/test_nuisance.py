@@ -329,6 +329,9 @@ def test_fit_gives_each_warm_up_horizon_more_iterations():
     assert estimate(scene, target, **common).settings["warmup"] == [(4, 12)]
     assert estimate(scene, target, fit="background", warmup=(3, 2),
                     **common).settings["warmup"] == [(3, 2)]
+    # the pre-contact stage's n iterations are not the warm-up's: half of 2n - n
+    staged = estimate(scene, target, fit="background", stage_contact=n, **common)
+    assert staged.settings["warmup"][-1] == (n // 2, 12), staged.settings["warmup"]
 
 
 def test_cli_fit_writes_the_nuisance_and_background(tmp_path, capsys):
