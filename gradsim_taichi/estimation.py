@@ -32,6 +32,7 @@ from gradsim_taichi.objectives import (
     check_mask,
     check_target,
     first_contact,
+    fit_warmup,
     get_loss,
     needs_mask,
     parse_warmup,
@@ -45,12 +46,6 @@ from gradsim_taichi.uncertainty import local_uncertainty
 # which the run warns that the contact frames pull it away (the presets' own targets,
 # with a 3-iteration stage, move by at most ~1e-4)
 CONTACT_PULL_TOL = 1e-3
-# with fit: the fewest iterations of each of the scene's warm-up horizons (at most half
-# the run's). The nuisance parameters move with the physics and a preset's 4 iterations
-# end mid-way: a path-traced 9 kg L-shape's flight stopped at 9.41 kg and the full video
-# then held it in a local minimum of the tumble at 9.48 (5.4e-2; four guesses with 12:
-# 5.3e-4-6.1e-4). A horizon that converges sooner ends early.
-FIT_WARMUP_ITERS = 12
 
 __all__ = ["estimate", "render_target", "check_target", "blur_frames",
            "EstimationResult", "EstimationError"]
@@ -210,9 +205,9 @@ def estimate(
         warmup: ``(iterations, last_frame)``: fit frames up to ``last_frame`` first, or a
             list of such stages run in order (growing horizons); then all frames.
             Default: the scene's ``warmup``, with ``fit`` at least
-            :data:`FIT_WARMUP_ITERS` iterations per horizon (at most half of ``iters``
-            less ``stage_contact`` in all; a horizon that converges ends early);
-            ``(0, 0)`` for none.
+            :data:`~gradsim_taichi.objectives.FIT_WARMUP_ITERS` iterations per horizon
+            (at most half of ``iters`` less ``stage_contact`` in all; a horizon that
+            converges ends early); ``(0, 0)`` for none.
         coarse_iters: the first iterations move parameters that have a ``basis`` (e.g.
             per-particle velocities: the affine fields) only within it, then every
             element is free (default: the scene's ``coarse_iters``). A field that the
@@ -315,7 +310,7 @@ def estimate(
     kinds = parse_fit(fit)
     if warmup is None:
         # (the pre-contact stage's iterations come first)
-        warmup = (_fit_warmup(parse_warmup(scene.warmup), iters - int(stage_contact))
+        warmup = (fit_warmup(parse_warmup(scene.warmup), iters - int(stage_contact))
                   if kinds else scene.warmup)
     warmup = parse_warmup(warmup)
     coarse_iters = scene.coarse_iters if coarse_iters is None else coarse_iters
@@ -447,13 +442,6 @@ def _with_mask(scene, target, mask, loss_fn, loss, supervision):
                          "mask: give one (mask=...; the CLI's --mask or "
                          "--background-plate)")
     return torch.cat([target[..., :3], check_mask(scene, mask)[..., None]], -1)
-
-
-def _fit_warmup(horizons: list, iters: int) -> list:
-    """The scene's warm-up horizons with at least :data:`FIT_WARMUP_ITERS` iterations
-    each, together at most half of ``iters`` (never fewer than the scene's)."""
-    least = min(FIT_WARMUP_ITERS, int(iters) // (2 * max(len(horizons), 1)))
-    return [(max(n, least), last) for n, last in horizons]
 
 
 def _contact_stage(scene, names, init, iters, warmup, frame_range):

@@ -314,14 +314,15 @@ def test_a_gradient_optimiser_holds_the_calibrated_camera_through_the_warm_up(
 def test_fit_gives_each_warm_up_horizon_more_iterations():
     """With nuisance parameters the scene's warm-up horizons get FIT_WARMUP_ITERS each,
     at most half the run together; a warm-up given explicitly is kept as it is."""
-    from gradsim_taichi.estimation import FIT_WARMUP_ITERS, _fit_warmup, estimate, render_target
+    from gradsim_taichi.estimation import estimate, render_target
+    from gradsim_taichi.objectives import FIT_WARMUP_ITERS, fit_warmup
 
     n = FIT_WARMUP_ITERS
-    assert _fit_warmup([(4, 12)], 30) == [(n, 12)]
-    assert _fit_warmup([(4, 12)], 10) == [(5, 12)]
-    assert _fit_warmup([(4, 12)], 6) == [(4, 12)]  # never fewer than the scene's
-    assert _fit_warmup([(2, 5), (3, 9)], 4 * n) == [(n, 5), (n, 9)]
-    assert _fit_warmup([], 30) == []
+    assert fit_warmup([(4, 12)], 30) == [(n, 12)]
+    assert fit_warmup([(4, 12)], 10) == [(5, 12)]
+    assert fit_warmup([(4, 12)], 6) == [(4, 12)]  # never fewer than the scene's
+    assert fit_warmup([(2, 5), (3, 9)], 4 * n) == [(n, 5), (n, 9)]
+    assert fit_warmup([], 30) == []
     scene = _scene(frames=4)
     target = render_target(scene)
     common = dict(iters=2 * n, init={"mass": 3.0}, progress=False, uncertainty=False)
