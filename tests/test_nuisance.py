@@ -56,7 +56,7 @@ def test_parse_fit():
 GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02, 0.01, -0.03],
            "albedo_gain": [0.9, 1.1, 1.05], "ambient": 0.45, "light_intensity": 0.55,
            "light_direction": [0.1, -0.05], "shadow_strength": 0.4,
-           "occlusion_strength": 0.3}
+           "occlusion_strength": [0.3, 0.2, 0.35]}
 
 
 @pytest.mark.parametrize("mode, kinds, rtol", [
@@ -177,11 +177,30 @@ def test_strengths_are_projected_back_into_their_range():
     nu = Nuisance(scene, ("shadow",), scene.render(_truth_outputs(scene)))
     with torch.no_grad():
         nu.params["shadow_strength"].fill_(-0.3)
-        nu.params["occlusion_strength"].fill_(1.7)
+        nu.params["occlusion_strength"].copy_(torch.tensor([1.7, -0.2, 0.5]))
     nu.project()
     assert float(nu.params["shadow_strength"].detach()) == 0.0
-    assert float(nu.params["occlusion_strength"].detach()) == 1.0
+    assert nu.params["occlusion_strength"].detach().tolist() == [1.0, 0.0, 0.5]
     assert nu.params["occlusion_strength"].requires_grad
+
+
+def test_occlusion_darkens_each_colour_channel_by_its_own_strength():
+    """The ground's occlusion strength is per colour channel (what the sky gave less what
+    the body bounces back, in that colour): with no cast shadow, channel c of the
+    darkening is 1 - strength_c * F, F the occlusion."""
+    scene = _scene(size=24, frames=2)
+    out = _truth_outputs(scene)
+    nu = Nuisance(scene, ("shadow",), scene.render(out))
+    strength = torch.tensor([0.1, 0.5, 0.9], dtype=f64)
+    with torch.no_grad():
+        nu.params["occlusion_strength"].copy_(strength)
+        verts = scene.posed_vertices(out)
+        moving = [k for k, p in enumerate(scene.parts) if p.static_vertices is None]
+        shade = nu.shadow(scene.camera, nu.meshes(), verts, moving)
+        ao = nu.occlusion(scene.camera, [verts[k] for k in moving])
+    assert shade.shape == (3, 24, 24, 3)
+    assert float(ao.max()) > 0.05
+    torch.testing.assert_close(shade, 1.0 - strength * ao, rtol=0, atol=1e-12)
 
 
 def test_occlusion_gradient_matches_central_differences():
@@ -196,7 +215,7 @@ def test_occlusion_gradient_matches_central_differences():
     x = verts[moving[0]].requires_grad_(True)
     a = nu.params["occlusion_strength"]
     with torch.no_grad():
-        a.fill_(0.3)
+        a.copy_(torch.tensor([0.3, 0.2, 0.4]))
     w = torch.rand(3, 24, 24, 1, generator=torch.Generator().manual_seed(3), dtype=f64)
 
     def loss():
