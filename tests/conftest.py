@@ -7,6 +7,16 @@ import os
 
 os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
 os.environ.setdefault("ENABLE_TAICHI_HEADER_PRINT", "0")
+# Taichi's offline kernel cache keys a kernel by its IR, which names the fields it reads by
+# their ids: the order fields were allocated in since ti.init. A test module that starts
+# from a fresh init (see fresh_taichi_per_module) allocates the same ids on every run, so
+# its kernels are found in the cache after the first run (about 1 s instead of 5 s for
+# each new rigid model). The suite needs a few hundred MB of them: Taichi's default cache
+# (100 MB, shared with every other Taichi program of the user) would evict them.
+os.environ.setdefault("TI_OFFLINE_CACHE_FILE_PATH", os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+    "gradsim-taichi", "test-kernels"))
+os.environ.setdefault("TI_OFFLINE_CACHE_MAX_SIZE_OF_FILES", str(1 << 30))  # 1 GiB (a C int)
 
 import pytest  # noqa: E402
 from runtime_arch import TEST_ARCH  # noqa: E402
@@ -34,6 +44,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh_taichi_per_module():
+    """Each test module starts from a fresh Taichi: its field ids (and so its kernels' cache
+    keys) do not depend on which tests ran before it in this process. With
+    ``--dist loadfile`` (pyproject.toml) a module's tests run in file order on one worker."""
+    gs.init(arch=TEST_ARCH, precision="f64")
 
 
 @pytest.fixture(autouse=True)

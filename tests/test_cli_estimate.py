@@ -81,10 +81,21 @@ def test_a_diverging_run_stops_with_the_best_state_and_exit_3(tmp_path, capsys):
     assert "diverged at iteration" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("state", [{"names": ["mass"]}, [1, 2, 3], "garbage"])
-def test_a_damaged_resume_state_is_exit_2_and_leaves_every_output(tmp_path, capsys, state):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One finished run's folder (each test damages a copy of it)."""
+    out = tmp_path_factory.mktemp("finished") / "run"
     assert main(["estimate", "rigid-mass", "--iters", "2", "--out", str(out), *SMALL]) == 0
+    return out
+
+
+@pytest.mark.parametrize("state", [{"names": ["mass"]}, [1, 2, 3], "garbage"])
+def test_a_damaged_resume_state_is_exit_2_and_leaves_every_output(tmp_path, capsys, state,
+                                                                  finished_run):
+    import shutil
+
+    out = tmp_path / "run"
+    shutil.copytree(finished_run, out)
     before = _outputs(out)
     if state == "garbage":
         (out / "state.pt").write_bytes(b"\x00garbage")
@@ -145,13 +156,14 @@ def test_a_users_target_reports_no_truth_unless_given(tmp_path, capsys):
     from gradsim_taichi.scenes import make_scene
 
     gs.init(arch=TEST_ARCH, precision="f64")
-    scene = make_scene("rigid-mass", frames=12, width=32, height=32)
+    # (a short small clip and one iteration: the report's fields are the point here)
+    scene = make_scene("rigid-mass", frames=6, width=16, height=16)
     scene.params = {"mass": dataclasses.replace(scene.params["mass"], true=6.0)}
     target = tmp_path / "six_kg.gif"
     save_video(render_target(scene), target)
     out = tmp_path / "user"
-    argv = ["estimate", "rigid-mass", "--iters", "2", "--target", str(target), "--out",
-            str(out), *SMALL]
+    argv = ["estimate", "rigid-mass", "--iters", "1", "--target", str(target), "--out",
+            str(out), "--arch", "cpu", "--frames", "6", "--resolution", "16", "--quiet"]
     assert main(argv) == 0
     report = json.loads((out / "report.json").read_text())
     assert "true" not in report["params"]["mass"] and "rel_err" not in report["params"]["mass"]
@@ -250,9 +262,15 @@ def test_background_plate_and_cone_shape_recover_the_mass(tmp_path, capsys):
     assert report["stages"][-1]["last_frame"] == 12
 
 
+@pytest.fixture(scope="module")
+def box_clip(tmp_path_factory):
+    """The box's clip and plate, made once for the tests that only read them."""
+    return _preset_clip(tmp_path_factory.mktemp("box_clip"))
+
+
 @pytest.mark.parametrize("what", ["mask-frames", "plate-size"])
-def test_a_mask_that_does_not_fit_the_target_is_named(tmp_path, capsys, what):
-    target, plate = _preset_clip(tmp_path)
+def test_a_mask_that_does_not_fit_the_target_is_named(tmp_path, capsys, what, box_clip):
+    target, plate = box_clip
     if what == "mask-frames":
         rng = np.random.default_rng(0)  # (identical GIF frames would merge into one)
         save_video(rng.uniform(size=(5, 32, 32, 3)), tmp_path / "mask.gif")
@@ -271,8 +289,8 @@ def test_a_mask_that_does_not_fit_the_target_is_named(tmp_path, capsys, what):
         assert "5 frames" in err and "13 frames" in err
 
 
-def test_mask_loss_on_a_users_video_needs_a_mask(tmp_path, capsys):
-    target, _ = _preset_clip(tmp_path)
+def test_mask_loss_on_a_users_video_needs_a_mask(tmp_path, capsys, box_clip):
+    target, _ = box_clip
     assert main(["estimate", "rigid-mass", "--target", str(target), "--loss", "silhouette",
                  "--out", str(tmp_path / "o"), *SMALL]) == 2
     assert "give --mask VIDEO or --background-plate IMAGE" in capsys.readouterr().err
