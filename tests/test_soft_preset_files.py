@@ -135,8 +135,10 @@ def test_a_short_estimation_lands_where_the_class_did(name):
         v = np.asarray(v)
         # measured: 0 for every parameter of the three presets
         assert np.abs(np.asarray(got.params[n]) - v).max() <= 1e-10 * np.abs(v).max(), n
+    # it moves towards the truth (a coarse stage can reach it within the first recorded
+    # iteration, as fem-ball's does from 25% off: its loss is then at rounding level)
     losses = [h["loss"] for h in got.history]
-    assert min(losses[1:]) < 0.7 * losses[0]  # it moves towards the truth
+    assert losses[0] < 1e-20 or min(losses[1:]) < 0.7 * losses[0]
 
 
 def test_the_beam_push_has_the_stated_force_and_couple():
