@@ -75,7 +75,10 @@ class Fit:
         # pre-contact stage's estimates, estimate(hold_flight=True))
         self.hold_at, self.held = hold if hold is not None else (None, ())
         self.holding = False
-        self.opt = Optimiser(optimizer, list(self.learned.values()), lr, iters)
+        # the nuisance strengths' bounds, kept by Levenberg-Marquardt's own steps
+        self.bounds = nuisance.project if nuisance is not None else None
+        self.opt = Optimiser(optimizer, list(self.learned.values()), lr, iters,
+                             project=self.bounds)
         # The loss is divided by its first value in each stage: L-BFGS's curvature test
         # uses an absolute threshold (1e-10) that tiny pixel losses would never pass.
         self.scale = None
@@ -286,7 +289,8 @@ class Fit:
 
         # Levenberg-Marquardt: camera rotation and translation trade against each other
         # (a valley L-BFGS crawls along); a one-frame Jacobian costs one frame per column
-        lm = LevenbergMarquardt(tensors, max_step=CALIBRATION_STEP, tolerance=1e-30)
+        lm = LevenbergMarquardt(tensors, max_step=CALIBRATION_STEP, tolerance=1e-30,
+                                project=self.bounds)
         r0 = residual()
         if r0 is None:
             raise ValueError("the model is undefined at the initial guess")
@@ -387,7 +391,7 @@ class Fit:
 
     def _hold(self):
         self.opt = Optimiser(self.kind, [self.learned[n] for n in self.free()], self.lr,
-                             self.iters)
+                             self.iters, project=self.bounds)
         self.holding = True
         self.coarse_opt = self._coarse_optimiser()
         self.final_opt = self._final_optimiser()
@@ -406,7 +410,7 @@ class Fit:
         if self.kind != "lbfgs+lm":
             return None
         return Optimiser("lm", [self.learned[n] for n in self.moving()], POLISH_LM_STEP,
-                         self.iters)
+                         self.iters, project=self.bounds)
 
     def _coarse_optimiser(self):
         """With ``coarse_lm`` (the MSE), the coarse stage's optimiser: Levenberg-Marquardt
@@ -425,7 +429,7 @@ class Fit:
         if directions.shape[1] > LM_MAX_UNKNOWNS:
             return None
         return Optimiser("lm", [self.learned[n] for n in free], POLISH_LM_STEP, self.iters,
-                         directions=directions)
+                         directions=directions, project=self.bounds)
 
     def converged(self, it, record):
         if (self.hold_at is not None and it + 1 == self.hold_at

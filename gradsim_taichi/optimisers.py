@@ -33,17 +33,21 @@ LM_NO_EXTEND = 1e-2
 class Optimiser:
     """One interface over the schedules (``"lbfgs+lm"``: its L-BFGS part);
     ``step(closure)`` returns the loss at the start of the step. ``closure()`` zeroes
-    gradients, evaluates and back-propagates."""
+    gradients, evaluates and back-propagates. ``project``: Levenberg-Marquardt's bounds
+    (see :class:`LevenbergMarquardt`; the gradient optimisers' caller projects after
+    each step)."""
 
     def __init__(self, kind: str, tensors: list, lr: float, iters: int,
-                 adam_fraction: float = 0.6, directions: torch.Tensor | None = None):
+                 adam_fraction: float = 0.6, directions: torch.Tensor | None = None,
+                 project=None):
         if kind not in KINDS:
             raise ValueError(f"optimizer must be one of {KINDS}; got {kind!r}")
         self.kind, self.tensors, self.lr, self.iters = kind, tensors, lr, iters
         # (estimate() divides the loss by its value at the start of each horizon stage:
         # 1e-20 below that, the residuals are rounding noise)
         self.lm = (LevenbergMarquardt(tensors, max_step=lr, tolerance=1e-20,
-                                      directions=directions) if kind == "lm" else None)
+                                      directions=directions, project=project)
+                   if kind == "lm" else None)
         self.adam_iters = {"adam": iters, "lbfgs": 0, "lbfgs+lm": 0}.get(
             kind, int(round(adam_fraction * iters)))
         self.adam = torch.optim.Adam(tensors, lr=lr)
@@ -132,13 +136,16 @@ class LevenbergMarquardt:
     at once, after one simulation. ``directions`` (``[elements, k]``, optional): steps
     only within the span of these columns, the unknowns being their ``k`` coefficients
     (a per-particle field's affine part: :class:`~gradsim_taichi.fit.Fit`'s coarse
-    stage).
+    stage). ``project`` (optional): called after every change of the values, to put
+    them back into their bounds (projected steps, also for the Jacobian's columns: a value
+    held at its bound otherwise gives a column of zeros and the step stalls there).
     """
 
     def __init__(self, tensors: list, max_step: float = 0.5, max_trials: int = 8,
                  damping: float = 1e-3, tolerance: float = 0.0,
-                 directions: torch.Tensor | None = None):
+                 directions: torch.Tensor | None = None, project=None):
         self.tensors, self.max_step, self.max_trials = tensors, max_step, max_trials
+        self.project = project
         self.tolerance = tolerance
         self.initial_damping = damping
         self.damping = damping
@@ -161,6 +168,8 @@ class LevenbergMarquardt:
             for t in self.tensors:
                 t.copy_(x[i: i + t.numel()].reshape(t.shape))
                 i += t.numel()
+        if self.project is not None:
+            self.project()
 
     def _eval(self, residual, x):
         self._set(x)
@@ -193,7 +202,9 @@ class LevenbergMarquardt:
         jac = self.jacobian(residual, x, r)
         a = jac.T @ jac
         g = jac.T @ r
-        diag = torch.diagonal(a) + 1e-4 * torch.diagonal(a).max() + 1e-300
+        # (the floor, times the smallest damping, stays a normal number: BLAS flushes
+        # subnormals to zero, and a Jacobian of zeros then made the system singular)
+        diag = torch.diagonal(a) + 1e-4 * torch.diagonal(a).max() + 1e-280
         for _ in range(self.max_trials):
             d = torch.linalg.solve(a + self.damping * torch.diag(diag), -g)
             if self.directions is not None:

@@ -145,3 +145,42 @@ def test_lm_does_not_double_a_step_that_solved_the_problem():
     lm.step(residual)
     assert float(x.detach()) == pytest.approx(3.0, abs=1e-7)
     assert len(calls) == 3 and lm.at_tolerance
+
+
+def test_lm_with_a_projection_keeps_a_bounded_value_in_bounds_and_learns_the_rest():
+    """``project``: steps (and the Jacobian's columns) are taken at projected values.
+    The strength ``s`` lives in [0, 1] and its unconstrained optimum (-0.5) lies below
+    it; the model clamps it, as the nuisance strengths are. Without the projection the
+    first step left ``s`` below 0, where the model no longer sees it."""
+    p = torch.tensor([0.5, 0.4, -1.0], dtype=torch.float64, requires_grad=True)
+    s = torch.tensor([0.5], dtype=torch.float64, requires_grad=True)
+
+    def residual():
+        ramp = s.detach().clamp(0.0, 1.0) * T
+        return torch.cat([model(p.detach()) - model(TRUE), ramp + 0.5 * T])
+
+    def project():
+        with torch.no_grad():
+            s.clamp_(0.0, 1.0)
+
+    lm = LevenbergMarquardt([p, s], max_step=10.0, project=project)
+    seen = []
+    for _ in range(30):
+        lm.step(residual)
+        seen.append(float(s.detach()))
+    assert min(seen) >= 0.0 and seen[-1] == 0.0
+    np.testing.assert_allclose(p.detach().numpy(), TRUE.numpy(), atol=1e-8)
+    free = torch.tensor([0.5], dtype=torch.float64, requires_grad=True)
+    s = free
+    LevenbergMarquardt([p, s], max_step=10.0).step(residual)
+    assert float(s.detach()) < 0.0  # what the projection prevents
+
+
+def test_lm_survives_a_jacobian_of_zeros_at_its_smallest_damping():
+    """Parameters the residual does not see (a shadow strength with no shadow in view):
+    no step, no error, the values kept."""
+    x = torch.tensor([0.3, 0.7], dtype=torch.float64, requires_grad=True)
+    lm = LevenbergMarquardt([x], damping=1e-12)
+    for _ in range(3):
+        lm.step(lambda: torch.ones(5, dtype=torch.float64))
+    np.testing.assert_allclose(x.detach().numpy(), [0.3, 0.7])
