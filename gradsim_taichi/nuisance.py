@@ -43,8 +43,8 @@ that the optimiser learns together with the physical ones; none changes the simu
   the ground in that channel (a red body bounces red light: on path-traced clips of the
   red rigid-mass body it came out about 0.2 in red against 0.4 in green and blue).
 
-The uncertainty reported at the end is that of the physical parameters with the
-nuisance ones held at their estimates.
+The uncertainty reported at the end leaves the nuisance values free (their elements are
+columns of its Jacobian; see :func:`gradsim_taichi.uncertainty.local_uncertainty`).
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ ROBUST_STEPS = 5
 # the shadow's blur: a Gaussian's standard deviation in pixels (a directional light's
 # shadow is sharp; the renderer anti-aliases its edge already)
 SHADOW_BLUR = 0.5
+# the parameters used within [0, 1] (see Nuisance.project)
+STRENGTHS = ("shadow_strength", "occlusion_strength")
 
 
 def parse_fit(fit) -> tuple:
@@ -258,7 +260,7 @@ class Nuisance:
         descent): an early step below 0, taken while the body was still far from its
         target, otherwise left the occlusion out of a whole run."""
         with torch.no_grad():
-            for name in ("shadow_strength", "occlusion_strength"):
+            for name in STRENGTHS:
                 if name in self.params:
                     self.params[name].clamp_(0.0, 1.0)
 

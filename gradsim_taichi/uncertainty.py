@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from gradsim_taichi import runtime
+from gradsim_taichi.nuisance import STRENGTHS
 from gradsim_taichi.optimisers import fd_jacobian
 
 MAX_COLUMNS = 32
@@ -52,29 +53,51 @@ def local_uncertainty(fit) -> dict:
     its run). Returns a dict (JSON-ready): ``params`` (per name: ``std``, ``ci95``),
     ``sigma`` (residual noise level), ``dof``, ``condition`` (of ``J^T J``),
     ``weak_directions`` (each ``{"curvature", "std", "components": {label: weight}}``),
-    ``warnings``, ``method``; or ``{"skipped": why}``."""
+    ``warnings``, ``method``; or ``{"skipped": why}``.
+
+    With nuisance parameters (``estimate(fit=...)``) their free elements are columns of
+    the Jacobian too, so ``std`` and ``ci95`` hold for the nuisance values unknown as
+    well (a camera that trades against the mass widens the mass's interval, and the
+    trade is named among the weak directions); ``std_nuisance_held`` is each physical
+    parameter's std were the nuisance values known, and ``nuisance`` lists the columns.
+    A strength at its bound (0 or 1) is held there (an active constraint), and beyond
+    :data:`MAX_COLUMNS` columns in all every nuisance value is held."""
     t0 = time.perf_counter()
     tensors = [fit.u[n] for n in fit.names]
-    x0 = torch.cat([t.detach().reshape(-1) for t in tensors]).to(torch.float64)
+    x0 = _flat(tensors)
     columns, labels, note = _columns(fit, x0)
+    extra, extra_sel, extra_labels = _free_nuisance(fit)
+    kp = len(x0) if columns is None else columns.shape[1]
+    if labels is None or not extra_labels or kp + len(extra_labels) > MAX_COLUMNS:
+        extra, extra_sel, extra_labels = [], None, []
+    xn0 = _flat(extra)
+    basis = np.eye(len(x0)) if columns is None else columns.cpu().numpy()
+    if extra_labels:
+        basis = np.block([[basis, np.zeros((len(x0), len(extra_labels)))],
+                          [np.zeros((len(xn0), kp)), extra_sel]])
+        labels = labels + extra_labels
 
-    def evaluate(x):
-        _set(tensors, x)
-        r = fit.raw_residuals()
-        return None if r is None else r.detach().reshape(-1).to(torch.float64)
+    def evaluate_over(ts):
+        def evaluate(x):
+            _set(ts, x)
+            r = fit.raw_residuals()
+            return None if r is None else r.detach().reshape(-1).to(torch.float64)
+        return evaluate
 
     try:
-        r0 = evaluate(x0)
+        r0 = evaluate_over(tensors)(x0)
         if r0 is None or not bool(torch.isfinite(r0).all()):
             return {"skipped": "the model is not finite at the estimate"}
         spectrum = None
         if len(x0) > MAX_COLUMNS:
-            spectrum = _spectrum(fit, tensors, x0, r0, evaluate)
+            spectrum = _spectrum(fit, tensors, x0, r0, evaluate_over(tensors))
         if labels is None:
             return _spectrum_only(fit, spectrum, note, t0)
-        jac = fd_jacobian(evaluate, x0, r0, columns)
+        jac = fd_jacobian(evaluate_over(tensors + extra), torch.cat([x0, xn0]), r0,
+                          torch.as_tensor(basis, device=x0.device))
     finally:
         _set(tensors, x0)
+        _set(extra, xn0)
     m, k = jac.shape
     dof = max(m - k, 1)
     sigma = math.sqrt(float(r0 @ r0) / dof)
@@ -84,30 +107,33 @@ def local_uncertainty(fit) -> dict:
     # pseudo-inverse: numerically flat directions carry no (finite) variance here; they
     # are reported as weak directions instead
     keep = w > FLAT_CURVATURE * top
-    inv = (v[:, keep] / w[keep]) @ v[:, keep].T
-    cov_c = sigma ** 2 * inv
-    basis = np.eye(len(x0)) if columns is None else columns.cpu().numpy()
-    cov_x = basis @ cov_c @ basis.T
-    std_x = np.sqrt(np.maximum(np.diag(cov_x), 0.0))
+    std_x = _std(basis, sigma ** 2 * (v[:, keep] / w[keep]) @ v[:, keep].T)
+    held = None
+    if extra_labels:  # the physical block alone: the nuisance values known
+        wp, vp = np.linalg.eigh(a[:kp, :kp])
+        kept = wp > FLAT_CURVATURE * max(float(wp[-1]), 1e-300)
+        held = _std(basis[:len(x0), :kp], sigma ** 2 * (vp[:, kept] / wp[kept]) @ vp[:, kept].T)
     flat_std = ~keep
+    nuisance_note = (f"; nuisance values free ({len(extra_labels)} columns)"
+                     if extra_labels else "")
     out = {"params": {}, "sigma": sigma, "dof": int(dof),
            "condition": float(top / max(float(w[0]), 1e-300)) if w[0] > 0 else math.inf,
            "method": f"Gauss-Newton, finite-difference Jacobian ({k} columns, {2 * k} "
-                     f"simulations){'; ' + note if note else ''}",
+                     f"simulations){'; ' + note if note else ''}{nuisance_note}",
            "weak_directions": [], "warnings": []}
+    if extra_labels:
+        out["nuisance"] = extra_labels
     i = 0
     for n, t in zip(fit.names, tensors):
         size = t.numel()
         u = x0[i: i + size].cpu().numpy().reshape(t.shape)
-        s = std_x[i: i + size].reshape(t.shape)
         untouched = (np.abs(basis[i: i + size]).sum(axis=1) == 0).reshape(t.shape)
-        if fit.specs[n].positive:
-            value = np.exp(u)
-            std, ci = value * s, [np.exp(u - Z95 * s), np.exp(u + Z95 * s)]
-        else:
-            std, ci = s, [u - Z95 * s, u + Z95 * s]
-        std = np.where(untouched, np.nan, std)
-        out["params"][n] = {"std": _plain(std), "ci95": [_plain(ci[0]), _plain(ci[1])]}
+        out["params"][n] = _interval(u, std_x[i: i + size].reshape(t.shape), untouched,
+                                     fit.specs[n].positive)
+        if held is not None:
+            out["params"][n]["std_nuisance_held"] = _interval(
+                u, held[i: i + size].reshape(t.shape), untouched,
+                fit.specs[n].positive)["std"]
         i += size
     for j in range(len(w)):
         std_dir = sigma / math.sqrt(w[j]) if w[j] > 0 else math.inf
@@ -123,6 +149,46 @@ def local_uncertainty(fit) -> dict:
         _add_spectrum(out, spectrum, sigma)
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+def _std(basis, cov_c):
+    """Standard deviations of the elements from the covariance of the columns' weights."""
+    return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", basis, cov_c, basis), 0.0))
+
+
+def _interval(u, s, untouched, positive) -> dict:
+    """``std`` and ``ci95`` of a parameter from its learned coordinates ``u`` and their
+    standard deviations ``s`` (log-values for a positive parameter)."""
+    if positive:
+        value = np.exp(u)
+        std, ci = value * s, [np.exp(u - Z95 * s), np.exp(u + Z95 * s)]
+    else:
+        std, ci = s, [u - Z95 * s, u + Z95 * s]
+    std = np.where(untouched, np.nan, std)
+    return {"std": _plain(std), "ci95": [_plain(ci[0]), _plain(ci[1])]}
+
+
+def _free_nuisance(fit):
+    """The nuisance tensors, the selection ``[elements, free]`` of their free elements
+    (a strength at its bound is held) and those elements' labels."""
+    nuisance = getattr(fit, "nuisance", None)
+    if nuisance is None:
+        return [], None, []
+    tensors, free, labels = [], [], []
+    for n, t in nuisance.params.items():
+        x = t.detach().reshape(-1).to(torch.float64).cpu().numpy()
+        ok = (x > 0) & (x < 1) if n in STRENGTHS else np.ones(len(x), bool)
+        tensors.append(t)
+        free.append(ok)
+        labels += [n if len(x) == 1 else f"{n}[{e}]" for e in range(len(x)) if ok[e]]
+    free = np.concatenate(free)
+    return tensors, np.eye(len(free))[:, free], labels
+
+
+def _flat(tensors) -> torch.Tensor:
+    if not tensors:
+        return torch.zeros(0, dtype=torch.float64, device=runtime.torch_device())
+    return torch.cat([t.detach().reshape(-1) for t in tensors]).to(torch.float64)
 
 
 # ---- many unknowns: Lanczos on Gauss-Newton products ---------------------------------

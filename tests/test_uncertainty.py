@@ -157,3 +157,43 @@ def test_a_field_the_video_never_shows_is_flagged_by_the_spectrum():
     out = local_uncertainty(fit)
     assert out["spectrum"]["unknowns"] == 36 and out["spectrum"]["determined_of_found"] == 0
     assert any(w.startswith("the video does not determine mass[") for w in out["warnings"])
+
+
+def test_nuisance_values_left_free_widen_the_interval_by_their_schur_complement(scene):
+    """With ``fit="camera"`` the camera's six values are columns of the Jacobian too: the
+    velocity's variance is that of the Schur complement of the camera block,
+    ``s^2 [(A_vv - A_vc A_cc^-1 A_cv)^-1]``, built here from an independent
+    finite-difference Jacobian; ``std_nuisance_held`` is ``s^2 [A_vv^-1]``."""
+    target = render_target(scene)
+    noisy = (target + 0.03 * torch.randn(target.shape, generator=torch.Generator().manual_seed(2),
+                                         dtype=target.dtype))
+    r = estimate(scene, noisy, params=["velocity"], iters=15, lr=1.0, optimizer="lm",
+                 fit="camera", init={"velocity": np.array([0.9, 0.6, -0.4])}, progress=False)
+    u = r.uncertainty
+    assert len(u["nuisance"]) == 6 and "nuisance values free (6 columns)" in u["method"]
+    nuisance = r.render.__self__
+    fit = Fit(scene, noisy, ["velocity"], {"velocity": r.params["velocity"]}, "lbfgs",
+              1.0, 1, Stages(scene.frames), 0.0, "video", get_loss("mse"), 0.0,
+              nuisance=nuisance)
+    tensors = [fit.u["velocity"], *nuisance.tensors()]
+    x0 = torch.cat([t.detach().reshape(-1) for t in tensors])
+
+    def evaluate(x):
+        with torch.no_grad():
+            i = 0
+            for t in tensors:
+                t.copy_(x[i: i + t.numel()].reshape(t.shape))
+                i += t.numel()
+        return fit.raw_residuals()
+
+    r0 = evaluate(x0)
+    jac = fd_jacobian(evaluate, x0, r0)
+    evaluate(x0)
+    a = (jac.T @ jac).numpy()
+    s2 = float(r0 @ r0) / (len(r0) - a.shape[0])
+    schur = a[:3, :3] - a[:3, 3:] @ np.linalg.solve(a[3:, 3:], a[3:, :3])
+    free = np.sqrt(s2 * np.diag(np.linalg.inv(schur)))
+    held = np.sqrt(s2 * np.diag(np.linalg.inv(a[:3, :3])))
+    np.testing.assert_allclose(u["params"]["velocity"]["std"], free, rtol=1e-4)
+    np.testing.assert_allclose(u["params"]["velocity"]["std_nuisance_held"], held, rtol=1e-4)
+    assert np.max(free / held) > 1.05  # the camera trades against the velocity
