@@ -126,6 +126,34 @@ def iters_for(own_video: bool, scene_iters: int, iters: int | None = None,
     return max(scene_iters, LEARNED_VIEW_MIN_ITERS if view else OWN_VIDEO_MIN_ITERS)
 
 
+# what an estimation from a video the engine did not make learns and compares by
+# default (without a mask): the backdrop and the bodies' shadow, under the robust loss.
+# Path-traced clips of rigid-mass (README, "Estimating from your own video"): the
+# mass 1.7e-2 off (box) with the plain model and the MSE, 2e-4-9e-4 this way
+OWN_VIDEO_FIT = ("background", "shadow")
+OWN_VIDEO_LOSS = "robust"
+
+
+def fit_for(own_video: bool, fit: tuple | None, scene: Scene, masked: bool) -> tuple:
+    """The nuisance kinds of an estimation: ``fit`` if given (``()`` for ``--fit none``),
+    else for a video the engine did not make and no mask :data:`OWN_VIDEO_FIT` (the
+    shadow where the built ``scene`` has a directional light and a ground to cast it
+    on), else none."""
+    from gradsim_taichi.nuisance import casts_shadows
+
+    if fit is not None:
+        return fit
+    if not own_video or masked:
+        return ()
+    return tuple(k for k in OWN_VIDEO_FIT if k != "shadow" or casts_shadows(scene))
+
+
+def loss_for(own_video: bool, loss: str | None, masked: bool) -> str:
+    """The loss of an estimation: ``loss`` if given, ``"masked"`` with a mask,
+    :data:`OWN_VIDEO_LOSS` for a video the engine did not make, else the MSE."""
+    return loss or ("masked" if masked else OWN_VIDEO_LOSS if own_video else "mse")
+
+
 def restarts_for(own_video: bool, restarts: int | None = None) -> int:
     """The restarts of an estimation: ``restarts`` if given, :data:`OWN_VIDEO_RESTARTS`
     for a video the engine did not make, else 1."""

@@ -74,17 +74,25 @@ STRENGTHS = ("shadow_strength", "occlusion_strength")
 
 
 def parse_fit(fit) -> tuple:
-    """``fit`` (None, ``"camera,background"`` or a list of names) as a tuple in
-    :data:`KINDS` order; a ValueError naming an unknown kind."""
-    if fit is None:
+    """``fit`` (None, ``"none"``, ``"camera,background"`` or a list of names) as a tuple
+    in :data:`KINDS` order; a ValueError naming an unknown kind."""
+    if fit is None or (isinstance(fit, str) and fit.strip() == "none"):
         return ()
     names = [s.strip() for s in fit.split(",")] if isinstance(fit, str) else list(fit)
     names = [n for n in names if n]
     unknown = [n for n in names if n not in KINDS]
     if unknown:
         raise ValueError(f"unknown kind {unknown[0]!r}; choose from {', '.join(KINDS)} "
-                         "(comma-separated)")
+                         "(comma-separated), or none")
     return tuple(k for k in KINDS if k in names)
+
+
+def casts_shadows(scene) -> bool:
+    """Whether the kind ``shadow`` can draw ``scene``'s shadows: a directional light and a
+    ground plane to cast them on (a built scene)."""
+    ground = scene.sim.model.ground if scene.sim is not None else None
+    return ground is not None and any(isinstance(lt, DirectionalLight)
+                                      for lt in scene.renderer.lights)
 
 
 def _rotation(w: torch.Tensor) -> torch.Tensor:
@@ -145,11 +153,10 @@ class Nuisance:
             self.params["light_intensity"] = learned(float(self.sun.intensity))
             self.params["light_direction"] = learned([0.0, 0.0])
         if "shadow" in self.kinds:
-            ground = scene.sim.model.ground if scene.sim is not None else None
-            if self.sun is None or ground is None:
+            if not casts_shadows(scene):
                 raise ValueError("fit 'shadow' needs a directional light and a ground plane "
                                  "(the shadow is cast along the light onto the ground)")
-            self.ground_height = ground.height
+            self.ground_height = scene.sim.model.ground.height
             self.params["shadow_strength"] = learned(0.0)
             self.params["occlusion_strength"] = learned([0.0, 0.0, 0.0])  # RGB
         self.target = target[..., :3]

@@ -167,11 +167,19 @@ def test_a_users_target_reports_no_truth_unless_given(tmp_path, capsys):
     assert main(argv) == 0
     report = json.loads((out / "report.json").read_text())
     assert "true" not in report["params"]["mass"] and "rel_err" not in report["params"]["mass"]
-    # a video the engine did not make: three initial guesses by default, antialiased
+    # a video the engine did not make: three initial guesses by default, antialiased,
+    # the backdrop and the shadow learned, the robust loss
     assert report["settings"]["restarts"] == 3 and len(report["restarts"]) == 3
     assert report["settings"]["render"] == "antialias"
+    assert report["settings"]["fit"] == ["background", "shadow"]
+    assert report["settings"]["loss"] == "robust"
+    assert set(report["nuisance"]) >= {"shadow_strength", "occlusion_strength", "background"}
     argv += ["--restarts", "1"]
     assert "rel.err" not in capsys.readouterr().out
+    assert main([*argv, "--fit", "none", "--loss", "mse"]) == 0  # the plain model
+    settings = json.loads((out / "report.json").read_text())["settings"]
+    assert settings["fit"] == [] and settings["loss"] == "mse"
+    assert "nuisance" not in json.loads((out / "report.json").read_text())
     assert main([*argv, "--true", "mass=6"]) == 0
     mass = json.loads((out / "report.json").read_text())["params"]["mass"]
     assert mass["true"] == 6.0 and "rel_err" in mass

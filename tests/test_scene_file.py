@@ -378,9 +378,10 @@ def test_cli_estimate_from_a_scene_file_and_a_video(tmp_path, capsys):
     path = tmp_path / "scene.toml"
     path.write_text(BASE.replace(", true = 4.0", ""))
     out = tmp_path / "run"
-    # (--render soft: the clip is the scene's own soft render)
+    # (--render soft, --fit none, --loss mse: the clip is the scene's own soft render)
     assert main(["estimate", "--scene", str(path), "--target", str(tmp_path / "clip"),
-                 "--render", "soft", "--restarts", "1", "--true", "mass=4", "--iters", "6",
+                 "--render", "soft", "--fit", "none", "--loss", "mse", "--restarts", "1",
+                 "--true", "mass=4", "--iters", "6",
                  "--out", str(out),
                  "--quiet",
                  "--arch", TEST_ARCH]) == 0

@@ -53,7 +53,8 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "420 for a --target video file (.mp4, .mov, ...), else full")
     p.add_argument("--supervision", choices=["video", "3d"], default="video")
     p.add_argument("--loss", choices=list(LOSSES), default=None,
-                   help="mse (default); robust: Charbonnier, scale 0.01 of the pixel range; "
+                   help="mse (the default for a preset's own target); robust: Charbonnier, "
+                        "scale 0.01 of the pixel range (the default with --target); "
                         "silhouette: 1 - soft IoU of the body's coverage and the target "
                         "mask; masked: RGB inside the mask, plus the silhouette times "
                         "--silhouette-weight (default with --mask or --background-plate)")
@@ -98,7 +99,9 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "--background-plate), appearance (object albedo, ambient and "
                         "directional light), shadow (the objects' shadow on the ground along "
                         "the light, and their ambient occlusion of the ground: the two "
-                        "strengths)")
+                        "strengths); none: only the physical ones. Default with --target "
+                        "and no mask: background,shadow (shadow where the scene has a "
+                        "directional light and a ground), else none")
     p.add_argument("--render", choices=["soft", "antialias"], default=None,
                    help="the model's image: antialias (the nearest surface wins, edges "
                         "anti-aliased, like an ordinary renderer or a camera; the default "
@@ -114,7 +117,9 @@ def cmd_estimate(args) -> int:
     from gradsim_taichi.estimation_outputs import (
         chroma_for,
         estimate_into,
+        fit_for,
         iters_for,
+        loss_for,
         render_for,
         restarts_for,
     )
@@ -133,13 +138,14 @@ def cmd_estimate(args) -> int:
     from gradsim_taichi.nuisance import parse_fit
 
     try:
-        fit = parse_fit(args.fit)
+        fit = parse_fit(args.fit) if args.fit is not None else None  # None: the default
     except ValueError as e:
         raise CLIError(f"--fit: {e}") from None
     # with --fit background a plate is the background itself, not a source of masks
-    plate_as_background = "background" in fit and args.background_plate is not None
+    plate_as_background = "background" in (fit or ()) and args.background_plate is not None
     keyed = args.background_plate is not None and not plate_as_background
-    loss = args.loss or ("masked" if args.mask or keyed else "mse")
+    masked = bool(args.mask or keyed)
+    loss = loss_for(args.target is not None, args.loss, masked)
     loss_fn = loss
     if args.silhouette_weight is not None:
         from gradsim_taichi.objectives import masked_loss
@@ -184,6 +190,8 @@ def cmd_estimate(args) -> int:
             raise CLIError(str(e)) from None
     if fit and args.supervision == "3d":
         raise CLIError("--fit learns image nuisances; 3D supervision has no image")
+    if args.supervision == "3d":
+        fit = ()
     mask_source = _load_mask_source(args)
     out = output_dir(args.out or f"results/{args.scene}")
     from gradsim_taichi.run_loop import locked
@@ -204,6 +212,12 @@ def cmd_estimate(args) -> int:
             scene.ensure_built()  # (a scene file's camera and stage checked)
         except ValueError as e:
             raise CLIError(str(e)) from None
+        fit = fit_for(target_video is not None, fit, scene, masked)
+        if target_video is not None and not args.quiet and (args.fit is None or
+                                                             args.loss is None):
+            print(f"gradsim-taichi: a video the engine did not make: --fit "
+                  f"{','.join(fit) or 'none'} --loss {loss} (--fit none --loss mse: the "
+                  "plain model)")
         mode = render_for(target_video is not None, args.render)
         if mode is not None:
             scene.render_mode = mode
