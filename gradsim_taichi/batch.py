@@ -74,10 +74,13 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
     from gradsim_taichi.estimation_outputs import (
         chroma_for,
         estimate_into,
+        fit_for,
         iters_for,
+        loss_for,
         render_for,
         restarts_for,
     )
+    from gradsim_taichi.nuisance import parse_fit
     from gradsim_taichi.render import load_video
     from gradsim_taichi.run_loop import locked
     from gradsim_taichi.scenes import make_preset
@@ -115,14 +118,17 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
             if item.scene_file is not None:
                 settings["scene_file"] = item.scene_file
             runtime.seed_generators(item.seed)  # as `estimate --seed` does through init
+            scene.ensure_built()
+            own = target is not None
+            fit = fit_for(own, parse_fit(item.fit) if item.fit is not None else None, scene,
+                          masked=False)
             estimate_into(folder, scene, target, settings, params=names,
-                          iters=iters_for(target is not None, scene.iters, item.iters,
-                                          item.fit),
+                          iters=iters_for(own, scene.iters, item.iters, fit),
                           lr=item.lr, optimizer=item.optimizer,
                           frame_stride=item.frame_stride, blur=item.blur, seed=item.seed,
                           chroma=chroma_for(item.target), resume=resume, progress=False,
                           render=render_for(target is not None, item.render),
-                          loss=item.loss or "mse", fit=item.fit,
+                          loss=loss_for(own, item.loss, masked=False), fit=fit or None,
                           stage_contact=item.stage_contact, hold_flight=item.hold_flight,
                           restarts=restarts_for(target is not None, item.restarts),
                           true=truth if item.target is not None else None)

@@ -172,7 +172,7 @@ def _free_nuisance(fit):
     """The nuisance tensors, the selection ``[elements, free]`` of their free elements
     (a strength at its bound is held) and those elements' labels."""
     nuisance = getattr(fit, "nuisance", None)
-    if nuisance is None:
+    if nuisance is None or not nuisance.params:  # (background alone: solved, not learned)
         return [], None, []
     tensors, free, labels = [], [], []
     for n, t in nuisance.params.items():

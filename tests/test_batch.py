@@ -295,7 +295,13 @@ def test_killed_worker_is_retried_and_killed_driver_resumes(tmp_path):
 def test_items_take_the_own_video_options_fit_render_and_loss(tmp_path):
     """fit, render and loss reach the item's estimation; a bad one fails that item alone,
     named."""
+    from gradsim_taichi.render import save_video
+
+    gs.init(arch=TEST_ARCH, precision="f64")
+    scene = make_preset("rigid-mass", frames=SMALL["frames"], resolution=SMALL["resolution"])
+    save_video(render_target(scene), tmp_path / "clip.gif")
     records = [dict(SMALL, id="fitted", fit="background", loss="robust", render="antialias"),
+               dict(SMALL, id="video", target="clip.gif", restarts=1, iters=1),
                dict(SMALL, id="badfit", fit="lights"),
                dict(SMALL, id="badrender", render="pastel")]
     items = read_manifest(write_jsonl(tmp_path / "m.jsonl", records))
@@ -306,6 +312,10 @@ def test_items_take_the_own_video_options_fit_render_and_loss(tmp_path):
     assert report["settings"]["fit"] == ["background"]
     assert report["settings"]["render"] == "antialias" and report["settings"]["loss"] == "robust"
     assert report["nuisance"]["background"]["source"] == "solved per pixel"
+    # a target video: the command's defaults for a video the engine did not make
+    settings = json.loads((tmp_path / "b" / "items" / "video" / "report.json").read_text())[
+        "settings"]
+    assert settings["fit"] == ["background", "shadow"] and settings["loss"] == "robust"
     rows = estimates(tmp_path / "b")
     assert rows["badfit"]["status"] == "failed" and "unknown kind 'lights'" in \
         rows["badfit"]["message"]
