@@ -411,20 +411,20 @@ def _default_optimizer(scene, fit, loss, params) -> str:
     """The optimiser when none is given: the scene's, except that Levenberg-Marquardt
     fits the MSE of at most :data:`~gradsim_taichi.optimisers.LM_MAX_UNKNOWNS` unknowns:
     ``"lm"`` when ``fit`` learns camera or appearance parameters and they fit, and
-    ``"lbfgs"`` for a scene's ``"lbfgs+lm"`` when they do not (another loss, more
-    unknowns)."""
+    ``"lbfgs"`` for a scene's ``"lm"`` or ``"lbfgs+lm"`` when they do not (another loss,
+    more unknowns)."""
     kinds = parse_fit(fit)
     names = params if params else scene.default_params
     size = sum(int(np.prod(np.shape(scene.params[n].true))) for n in names
                if n in scene.params)
-    size += 6 * ("camera" in kinds) + 8 * ("appearance" in kinds)
+    size += 6 * ("camera" in kinds) + 8 * ("appearance" in kinds) + 4 * ("shadow" in kinds)
     lm_fits = loss == "mse" and size <= LM_MAX_UNKNOWNS
     if lm_fits and {"camera", "appearance"} & set(kinds):
         # camera and light trade against each other and against the physics along
         # narrow valleys: L-BFGS wanders along them, Levenberg-Marquardt does not (3%
         # camera offset, rigid-mass box: L-BFGS 8e-3, LM 6e-13)
         return "lm"
-    return "lbfgs" if scene.optimizer == "lbfgs+lm" and not lm_fits else scene.optimizer
+    return "lbfgs" if scene.optimizer in ("lm", "lbfgs+lm") and not lm_fits else scene.optimizer
 
 
 def _with_mask(scene, target, mask, loss_fn, loss, supervision):

@@ -102,13 +102,14 @@ def test_lbfgs_then_lm_switches_when_every_frame_is_fitted(scene, monkeypatch):
     assert {seen[i] for i in range(3, r.iterations)} == {"lm"}
     assert r.errors()["velocity"]["abs_err"] < 1e-10
     assert r.settings["optimizer"] == "lbfgs+lm"
-    scene.optimizer = "lbfgs+lm"
-    try:
-        r = estimate(scene, target, params=["velocity"], iters=1, loss="robust",
-                     progress=False, uncertainty=False)
-        assert r.settings["optimizer"] == "lbfgs"
-    finally:
-        scene.optimizer = SpringSheet.optimizer
+    for own in ("lbfgs+lm", "lm"):  # (a scene's own LM: rigid-contact's)
+        scene.optimizer = own
+        try:
+            r = estimate(scene, target, params=["velocity"], iters=1, loss="robust",
+                         progress=False, uncertainty=False)
+            assert r.settings["optimizer"] == "lbfgs"
+        finally:
+            scene.optimizer = SpringSheet.optimizer
     with pytest.raises(ValueError, match="'lbfgs\\+lm' fits the residuals of the MSE"):
         estimate(scene, target, iters=1, loss="robust", optimizer="lbfgs+lm", progress=False)
 
