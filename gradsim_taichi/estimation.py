@@ -22,6 +22,7 @@ from gradsim_taichi.errors import EstimationError
 from gradsim_taichi.fit import Fit, plain_values
 from gradsim_taichi.nuisance import Nuisance, parse_fit
 from gradsim_taichi.objectives import (
+    LM_LOSSES,
     ROBUST_EPS,
     SPREAD_TOL,
     Stages,
@@ -319,9 +320,9 @@ def estimate(
     chroma = check_chroma(chroma)
     if chroma != "full" and supervision == "3d":
         raise ValueError(f"chroma {chroma!r} compares video frames; 3D supervision has none")
-    if optimizer in ("lm", "lbfgs+lm") and loss != "mse":
-        raise ValueError(f"optimizer {optimizer!r} fits the residuals of the MSE; it cannot "
-                         f"use loss {loss if isinstance(loss, str) else 'custom'!r}")
+    if optimizer in ("lm", "lbfgs+lm") and loss not in LM_LOSSES:
+        raise ValueError(f"optimizer {optimizer!r} fits residuals ({' or '.join(LM_LOSSES)}); "
+                         f"it cannot use loss {loss if isinstance(loss, str) else 'custom'!r}")
     if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol >= 0):
         raise ValueError(f"tol must be a number >= 0; got {tol!r}")
     loss_fn = get_loss(loss)
@@ -411,8 +412,10 @@ def _default_optimizer(scene, fit, loss, params) -> str:
     """The optimiser when none is given: the scene's, except that Levenberg-Marquardt
     fits the MSE of at most :data:`~gradsim_taichi.optimisers.LM_MAX_UNKNOWNS` unknowns:
     ``"lm"`` when ``fit`` learns camera or appearance parameters and they fit, and
-    ``"lbfgs"`` for a scene's ``"lm"`` or ``"lbfgs+lm"`` when they do not (another loss,
-    more unknowns)."""
+    ``"lbfgs"`` for a scene's ``"lbfgs+lm"`` when they do not (another loss, more
+    unknowns). A scene's own ``"lm"`` (rigid-contact: contact parameters that trade
+    against each other) also fits the robust loss, through its residuals; with more
+    unknowns or another loss it becomes ``"lbfgs"``."""
     kinds = parse_fit(fit)
     names = params if params else scene.default_params
     size = sum(int(np.prod(np.shape(scene.params[n].true))) for n in names
@@ -424,7 +427,11 @@ def _default_optimizer(scene, fit, loss, params) -> str:
         # narrow valleys: L-BFGS wanders along them, Levenberg-Marquardt does not (3%
         # camera offset, rigid-mass box: L-BFGS 8e-3, LM 6e-13)
         return "lm"
-    return "lbfgs" if scene.optimizer in ("lm", "lbfgs+lm") and not lm_fits else scene.optimizer
+    if scene.optimizer == "lm":
+        return "lm" if loss in LM_LOSSES and size <= LM_MAX_UNKNOWNS else "lbfgs"
+    # (with the robust loss, "lbfgs+lm" scenes keep L-BFGS throughout: what was measured
+    # on path-traced clips; optimizer="lbfgs+lm" asks for the robust LM polish)
+    return "lbfgs" if scene.optimizer == "lbfgs+lm" and not lm_fits else scene.optimizer
 
 
 def _with_mask(scene, target, mask, loss_fn, loss, supervision):

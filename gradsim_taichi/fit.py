@@ -13,7 +13,7 @@ import torch
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import StateError
 from gradsim_taichi.nuisance import CAMERA_PARAMS
-from gradsim_taichi.objectives import blur_frames, chroma_420, needs_mask
+from gradsim_taichi.objectives import blur_frames, chroma_420, lm_residual, needs_mask
 from gradsim_taichi.optimisers import LM_MAX_UNKNOWNS, LevenbergMarquardt, Optimiser
 from gradsim_taichi.reports import jsonable
 
@@ -244,14 +244,15 @@ class Fit:
 
     def residual(self):
         """Levenberg-Marquardt: residuals scaled like the loss (their mean square is the
-        normalised MSE)."""
+        normalised loss: the MSE, or the robust loss through
+        :func:`~gradsim_taichi.objectives.robust_residual`)."""
         frame_ids = self.stages.frame_ids(self.iteration)
         with torch.no_grad():
             pred = self.predict(frame_ids)
         if pred is None:
             return None
         self._note(pred)
-        r = (self.view(pred) - self.compared[frame_ids]).reshape(-1)
+        r = lm_residual(self.loss_fn)((self.view(pred) - self.compared[frame_ids]).reshape(-1))
         if self.scale is None:
             self.scale = 1.0 / max(float((r * r).mean()), 1e-300)
             self.first_scale = self.first_scale or self.scale

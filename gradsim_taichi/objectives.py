@@ -56,10 +56,22 @@ def robust(pred: torch.Tensor, target: torch.Tensor, eps: float = ROBUST_EPS) ->
     (``r = pred - target``; ``eps``: :data:`ROBUST_EPS`, pixel units): quadratic for
     small residuals, linear for large ones (outliers such as shadows pull less than in
     the MSE)."""
-    r2 = (pred - target) ** 2
-    # = sqrt(r^2 + eps^2) - eps, without its cancellation for |r| << eps (which rounds a
-    # nearly converged loss to exactly 0 while its gradient is not)
-    return (r2 / (torch.sqrt(r2 + eps * eps) + eps)).mean()
+    return (robust_residual(pred - target, eps) ** 2).mean()
+
+
+def robust_residual(r: torch.Tensor, eps: float = ROBUST_EPS) -> torch.Tensor:
+    """Residuals whose squares are :func:`robust`'s terms, ``r / sqrt(sqrt(r^2 + eps^2)
+    + eps)`` (smooth, odd, ``r / sqrt(2 eps)`` near 0): Levenberg-Marquardt fits the
+    Charbonnier loss as least squares of these. Written so that ``sqrt(r^2 + eps^2) -
+    eps`` never cancels for ``|r| << eps`` (which rounded a nearly converged loss to
+    exactly 0 while its gradient was not)."""
+    return r / torch.sqrt(torch.sqrt(r * r + eps * eps) + eps)
+
+
+def lm_residual(loss_fn):
+    """How Levenberg-Marquardt turns ``pred - target`` into residuals whose mean square is
+    ``loss_fn`` (:data:`LM_LOSSES`); None for a loss it cannot fit."""
+    return {mse: (lambda r: r), robust: robust_residual}.get(loss_fn)
 
 
 def silhouette(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -103,6 +115,8 @@ for _loss in (silhouette, masked):
     _loss.needs_mask = True
 
 LOSSES = {"mse": mse, "robust": robust, "silhouette": silhouette, "masked": masked}
+# the losses Levenberg-Marquardt fits (see lm_residual)
+LM_LOSSES = ("mse", "robust")
 
 
 def get_loss(loss):

@@ -102,16 +102,38 @@ def test_lbfgs_then_lm_switches_when_every_frame_is_fitted(scene, monkeypatch):
     assert {seen[i] for i in range(3, r.iterations)} == {"lm"}
     assert r.errors()["velocity"]["abs_err"] < 1e-10
     assert r.settings["optimizer"] == "lbfgs+lm"
-    for own in ("lbfgs+lm", "lm"):  # (a scene's own LM: rigid-contact's)
+    # a scene's "lbfgs+lm" runs L-BFGS with the robust loss; a scene's own "lm"
+    # (rigid-contact's) fits it through its residuals
+    for own, used in (("lbfgs+lm", "lbfgs"), ("lm", "lm")):
         scene.optimizer = own
         try:
             r = estimate(scene, target, params=["velocity"], iters=1, loss="robust",
                          progress=False, uncertainty=False)
-            assert r.settings["optimizer"] == "lbfgs"
+            assert r.settings["optimizer"] == used
         finally:
             scene.optimizer = SpringSheet.optimizer
-    with pytest.raises(ValueError, match="'lbfgs\\+lm' fits the residuals of the MSE"):
-        estimate(scene, target, iters=1, loss="robust", optimizer="lbfgs+lm", progress=False)
+    with pytest.raises(ValueError, match="'lbfgs\\+lm' fits residuals \\(mse or robust\\)"):
+        estimate(scene, target, iters=1, loss="silhouette", optimizer="lbfgs+lm",
+                 progress=False)
+
+
+def test_lm_fits_the_robust_loss_to_the_minimum_lbfgs_finds(scene):
+    """Levenberg-Marquardt on the robust loss's residuals reaches the minimum L-BFGS
+    reaches on the loss itself, on a target with outliers (5% of the pixels white: the
+    MSE's minimum lies elsewhere)."""
+    target = render_target(scene).clone()
+    salt = torch.rand(target.shape[:3], generator=torch.Generator().manual_seed(3),
+                      dtype=target.dtype) < 0.05
+    target[..., :3][salt] = 1.0
+    init = {"velocity": np.array([0.6, 0.3, -0.3])}
+    runs = {opt: estimate(scene, target, params=["velocity"], iters=40, lr=0.5, loss=loss,
+                          optimizer=opt, init=init, progress=False, uncertainty=False)
+            for opt, loss in (("lm", "robust"), ("lbfgs", "robust"))}
+    mse = estimate(scene, target, params=["velocity"], iters=40, lr=0.5, optimizer="lm",
+                   init=init, progress=False, uncertainty=False)
+    lm, lbfgs = (runs[k].params["velocity"] for k in ("lm", "lbfgs"))
+    np.testing.assert_allclose(lm, lbfgs, atol=1e-6)
+    assert np.abs(mse.params["velocity"] - lm).max() > 1e-3  # another minimum
 
 
 def test_a_stage_that_starts_at_the_minimum_ends_at_once(scene, monkeypatch):
@@ -261,7 +283,7 @@ def test_bad_arguments_are_named(scene):
         estimate(scene, target, iters=0, progress=False)
     with pytest.raises(ValueError, match="lr must be a positive number"):
         estimate(scene, target, lr=-1.0, progress=False)
-    with pytest.raises(ValueError, match="'lm' fits the residuals of the MSE"):
+    with pytest.raises(ValueError, match="'lm' fits residuals \\(mse or robust\\)"):
         estimate(scene, target, optimizer="lm", loss=lambda a, b: (a - b).abs().mean(),
                  progress=False)
     with pytest.raises(ValueError, match="has 5 frames; scene 'spring-sheet' renders 9"):

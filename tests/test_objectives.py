@@ -40,6 +40,21 @@ def test_robust_is_quadratic_below_its_scale_and_linear_above():
     assert O.robust(torch.full((1,), 1e-12, dtype=torch.float64), zero).item() > 0
 
 
+def test_robust_residuals_square_to_the_charbonnier_terms_and_are_smooth():
+    """Levenberg-Marquardt's residuals of the robust loss: their squares are
+    ``sqrt(r^2 + eps^2) - eps`` (written out here, at residuals where it does not
+    cancel), odd, and their derivative matches central differences through 0."""
+    eps = O.ROBUST_EPS
+    r = torch.linspace(-0.5, 0.5, 101, dtype=torch.float64)
+    rr = O.robust_residual(r)
+    np.testing.assert_allclose((rr ** 2).numpy(), (torch.sqrt(r * r + eps * eps) - eps).numpy(),
+                               rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(O.robust_residual(-r).numpy(), -rr.numpy(), rtol=0, atol=0)
+    x = torch.tensor([-0.3, -1e-3, 0.0, 2e-4, 0.02], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(O.robust_residual, (x,), eps=1e-7, atol=1e-7, rtol=1e-6)
+    assert O.lm_residual(O.robust) is O.robust_residual and O.lm_residual(O.silhouette) is None
+
+
 def test_silhouette_is_zero_for_equal_masks_one_for_disjoint_and_ignores_colour():
     pred, target = _pair(1)
     same = target.clone()
