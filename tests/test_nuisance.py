@@ -49,7 +49,28 @@ def test_parse_fit():
     assert parse_fit(["background"]) == ("background",)
     with pytest.raises(ValueError, match="unknown kind 'lights'"):
         parse_fit("camera,lights")
+    assert parse_fit("none") == () and parse_fit(" none ") == ()
     assert set(KINDS) == {"camera", "background", "appearance", "shadow"}
+
+
+def test_the_defaults_for_a_video_the_engine_did_not_make():
+    """``fit_for``: background and shadow for a foreign video without a mask, the shadow
+    only where a directional light and a ground cast it; what was given otherwise."""
+    from gradsim_taichi.estimation_outputs import fit_for, loss_for
+    from gradsim_taichi.render import DirectionalLight
+
+    scene = _scene(frames=2, size=8)
+    assert fit_for(True, None, scene, masked=False) == ("background", "shadow")
+    assert fit_for(True, None, scene, masked=True) == ()
+    assert fit_for(False, None, scene, masked=False) == ()
+    assert fit_for(True, ("camera",), scene, masked=False) == ("camera",)
+    assert fit_for(True, (), scene, masked=False) == ()  # --fit none
+    scene.renderer.lights = [lt for lt in scene.renderer.lights
+                             if not isinstance(lt, DirectionalLight)]
+    assert fit_for(True, None, scene, masked=False) == ("background",)
+    assert (loss_for(True, None, False), loss_for(False, None, False),
+            loss_for(True, None, True), loss_for(True, "mse", False)) == (
+        "robust", "mse", "masked", "mse")
 
 
 # away from the defaults, so that every parameter's derivative is generic
