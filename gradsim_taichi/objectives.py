@@ -68,10 +68,15 @@ def robust_residual(r: torch.Tensor, eps: float = ROBUST_EPS) -> torch.Tensor:
     return r / torch.sqrt(torch.sqrt(r * r + eps * eps) + eps)
 
 
+# how Levenberg-Marquardt turns ``pred - target`` into residuals whose mean square is the
+# loss (the losses it fits: LM_LOSSES, below)
+LM_RESIDUALS = {mse: lambda r: r, robust: robust_residual}
+
+
 def lm_residual(loss_fn):
-    """How Levenberg-Marquardt turns ``pred - target`` into residuals whose mean square is
-    ``loss_fn`` (:data:`LM_LOSSES`); None for a loss it cannot fit."""
-    return {mse: (lambda r: r), robust: robust_residual}.get(loss_fn)
+    """Levenberg-Marquardt's residuals of ``loss_fn`` (:data:`LM_RESIDUALS`); None for a
+    loss it cannot fit."""
+    return LM_RESIDUALS.get(loss_fn)
 
 
 def silhouette(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -115,8 +120,8 @@ for _loss in (silhouette, masked):
     _loss.needs_mask = True
 
 LOSSES = {"mse": mse, "robust": robust, "silhouette": silhouette, "masked": masked}
-# the losses Levenberg-Marquardt fits (see lm_residual)
-LM_LOSSES = ("mse", "robust")
+# the losses Levenberg-Marquardt fits, by name (see LM_RESIDUALS)
+LM_LOSSES = tuple(name for name, fn in LOSSES.items() if fn in LM_RESIDUALS)
 
 
 def get_loss(loss):
