@@ -20,7 +20,7 @@ import torch
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import EstimationError
 from gradsim_taichi.fit import Fit, plain_values
-from gradsim_taichi.nuisance import Nuisance, parse_fit
+from gradsim_taichi.nuisance import UNKNOWNS, Nuisance, parse_fit
 from gradsim_taichi.objectives import (
     LM_LOSSES,
     ROBUST_EPS,
@@ -420,7 +420,7 @@ def _default_optimizer(scene, fit, loss, params) -> str:
     names = params if params else scene.default_params
     size = sum(int(np.prod(np.shape(scene.params[n].true))) for n in names
                if n in scene.params)
-    size += 6 * ("camera" in kinds) + 8 * ("appearance" in kinds) + 4 * ("shadow" in kinds)
+    size += sum(UNKNOWNS[k] for k in kinds)
     lm_fits = loss == "mse" and size <= LM_MAX_UNKNOWNS
     if lm_fits and {"camera", "appearance"} & set(kinds):
         # camera and light trade against each other and against the physics along

@@ -71,6 +71,8 @@ ROBUST_STEPS = 5
 SHADOW_BLUR = 0.5
 # the parameters used within [0, 1] (see Nuisance.project)
 STRENGTHS = ("shadow_strength", "occlusion_strength")
+# the learned values each kind adds (the background is solved, not learned)
+UNKNOWNS = {"camera": 6, "background": 0, "appearance": 7, "shadow": 4}
 
 
 def parse_fit(fit) -> tuple:

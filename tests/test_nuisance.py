@@ -10,7 +10,7 @@ import torch
 from runtime_arch import TEST_ARCH
 
 from gradsim_taichi.cli import main
-from gradsim_taichi.nuisance import KINDS, Nuisance, parse_fit
+from gradsim_taichi.nuisance import KINDS, UNKNOWNS, Nuisance, parse_fit
 
 f64 = torch.float64
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -71,6 +71,17 @@ def test_the_defaults_for_a_video_the_engine_did_not_make():
     assert (loss_for(True, None, False), loss_for(False, None, False),
             loss_for(True, None, True), loss_for(True, "mse", False)) == (
         "robust", "mse", "masked", "mse")
+
+
+def test_each_kind_learns_as_many_values_as_the_optimiser_choice_counts():
+    """``UNKNOWNS`` (what picks Levenberg-Marquardt, at most 32 unknowns) is the size of
+    what each kind learns."""
+    scene = _scene(frames=2, size=8)
+    target = torch.zeros(3, 8, 8, 3, dtype=f64)
+    assert set(UNKNOWNS) == set(KINDS)
+    for kind in KINDS:
+        nu = Nuisance(scene, (kind,), target)
+        assert sum(t.numel() for t in nu.tensors()) == UNKNOWNS[kind], kind
 
 
 # away from the defaults, so that every parameter's derivative is generic
