@@ -70,11 +70,12 @@ if [ "${step_rcs[-1]}" -ne 0 ]; then
   echo skipped >"$OUT_DIR/tests_and_benchmarks.log"
 else
 export GRADSIM_TEST_ARCH=cuda GRADSIM_BENCH_ARCH=cuda
-# 2. the smoke subset first (fast to read when something is wrong), then everything
+# 2. the smoke subset first (fast to read when something is wrong; with its slow-tier
+# cases, e.g. the parallel rigid partial sums, CUDA's own path), then everything
 if [ "$QUICK" = 1 ]; then
-  run_step tests_cuda_smoke 200 "${PYTEST[@]}" -m cuda --junitxml="$OUT_DIR/smoke.xml"
+  run_step tests_cuda_smoke 200 env GRADSIM_SLOW=1 "${PYTEST[@]}" -m cuda --junitxml="$OUT_DIR/smoke.xml"
 else
-  run_step tests_cuda_smoke 900 "${PYTEST[@]}" -m cuda -x --junitxml="$OUT_DIR/smoke.xml"
+  run_step tests_cuda_smoke 900 env GRADSIM_SLOW=1 "${PYTEST[@]}" -m cuda -x --junitxml="$OUT_DIR/smoke.xml"
   run_step tests_cuda_all 1800 "${PYTEST[@]}" -n 4 --junitxml="$OUT_DIR/all.xml"
 fi
 

@@ -85,7 +85,8 @@ def test_a_frame_count_out_of_range_is_named(frames):
         gs.simulate(sim, {}, frames=frames)
 
 
-@pytest.mark.parametrize("slots", ["1", "4"])
+# (the partial sums themselves: test_serial_parallel.py; here their row size, slow tier)
+@pytest.mark.parametrize("slots", ["1", pytest.param("4", marks=pytest.mark.slow)])
 def test_rigid_row_bytes_size_full_storage(monkeypatch, slots):
     """A rigid body says what one stored substep row costs (``row_bytes``), so
     ``checkpoint="auto"`` stores a short rigid rollout; its gradients are the

@@ -113,7 +113,8 @@ def _rigid_rollout(slots, monkeypatch):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("parallel", [False, True])
+# (the parallel rigid loops against serial: test_parallel_paths_match_serial; slow tier)
+@pytest.mark.parametrize("parallel", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_rigid_partial_sums_match_one_sum(parallel, monkeypatch):
     """Vertex contact summed through 16 partial sums per body (CUDA's path, here on the
     CPU) gives the trajectories and float64 gradients of the one sum per body (the CPU's),
