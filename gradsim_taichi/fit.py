@@ -312,16 +312,14 @@ class Fit:
             lm = LevenbergMarquardt(tensors, max_step=CALIBRATION_STEP, tolerance=1e-30,
                                     project=self.bounds)
             stage_residual = residual_at(sigma)
-            last, still, first = None, 0, None
+            last, still = math.inf, 0
             for _ in range(iters):
                 value = float(lm.step(stage_residual))  # the loss where the step started
                 if not math.isfinite(value):
                     break
-                first = value if first is None else first
                 # (a step that found no descent leaves the values as they were: try
                 # again, more damped, twice)
-                still = still + 1 if last is not None and abs(last - value) <= 1e-12 * first \
-                    else 0
+                still = still + 1 if abs(last - value) <= 1e-12 * before else 0
                 if still >= 3:
                     break
                 last = value
