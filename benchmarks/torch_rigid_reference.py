@@ -114,12 +114,17 @@ class TorchRigid:
                 f = smooth_ground_force(c, vel, *k, *self.smooth)
             force = force.index_add(0, self.vbody, f)
             torque = torque.index_add(0, self.vbody, torch.cross(r, f, dim=1))
+        speed = torch.sqrt((v * v).sum(1) + 1e-30)
+        spin = torch.sqrt((w * w).sum(1) + 1e-30)
+        damp = p["body_linear_damping"] + p["body_linear_drag"] * speed
+        force = force - (m * damp)[:, None] * v
         v1 = v + dt / m[:, None] * force
         x1 = x + dt * v1
         rt = rot.transpose(1, 2)
         mv = lambda a, b: (a @ b[..., None])[..., 0]  # noqa: E731
         ang = mv(rot, ms[:, None] * mv(self.i_unit, mv(rt, w)))
-        ang1 = ang + dt * torque
+        spin = p["body_angular_damping"] + p["body_angular_drag"] * spin
+        ang1 = ang + dt * (torque - spin[:, None] * ang)
         inv = self.i_unit_inv / ms[:, None, None]
         w_mid = mv(rot, mv(inv, mv(rt, ang1)))
         q1 = q + 0.5 * dt * omega_times_quat(w_mid, q)

@@ -42,6 +42,16 @@ def _vec3(name, value) -> np.ndarray:
     return arr
 
 
+def _rate(name, value) -> float:
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        rate = float("nan")
+    if not np.isfinite(rate) or rate < 0:
+        raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
+    return rate
+
+
 def _quaternion(orientation) -> np.ndarray:
     """(w, x, y, z) quaternion or a 3x3 rotation matrix -> unit quaternion (w, x, y, z)."""
     return check_orientation(orientation)
@@ -107,7 +117,8 @@ class RigidBuilderMixin:
 
     def add_rigid_body(self, mesh, density=None, mass=None, position=(0.0, 0.0, 0.0),
                        orientation=(1.0, 0.0, 0.0, 0.0), velocity=(0.0, 0.0, 0.0),
-                       angular_velocity=(0.0, 0.0, 0.0)) -> int:
+                       angular_velocity=(0.0, 0.0, 0.0), linear_damping=0.0, linear_drag=0.0,
+                       angular_damping=0.0, angular_drag=0.0) -> int:
         """Add a rigid body; returns its index.
 
         Args:
@@ -118,6 +129,16 @@ class RigidBuilderMixin:
             orientation: quaternion (w, x, y, z) (normalised here) or a 3x3 rotation.
             velocity: velocity of the centre of mass [m/s].
             angular_velocity: world angular velocity [rad/s].
+            linear_damping, linear_drag: the body feels the force
+                ``-m (linear_damping + linear_drag |v|) v`` (rates [1/s] and [1/m], >= 0):
+                alone, ``linear_damping`` makes the speed decay as ``exp(-c t)``.
+            angular_damping, angular_drag: likewise the torque
+                ``-(angular_damping + angular_drag |w|) L``, ``L`` the angular momentum
+                ([1/s] and [1/rad], >= 0).
+                All four are 0 by default (a body in vacuum). Air drag is a small
+                ``linear_drag``; PyBullet damps every body by default with all four at
+                0.04 (its ``linearDamping`` and ``angularDamping``, each used as both
+                the linear and the quadratic coefficient).
         """
         if hasattr(mesh, "vertices") and hasattr(mesh, "faces"):
             vertices, faces = mesh.vertices, mesh.faces
@@ -136,7 +157,11 @@ class RigidBuilderMixin:
             vertices=vertices, faces=faces, mass=props.mass, com=props.com,
             inertia_unit=props.inertia / props.mass, position=_vec3("position", position),
             orientation=_quaternion(orientation), velocity=_vec3("velocity", velocity),
-            angular_velocity=_vec3("angular_velocity", angular_velocity))
+            angular_velocity=_vec3("angular_velocity", angular_velocity),
+            linear_damping=_rate("linear_damping", linear_damping),
+            linear_drag=_rate("linear_drag", linear_drag),
+            angular_damping=_rate("angular_damping", angular_damping),
+            angular_drag=_rate("angular_drag", angular_drag))
         state = self._rigid()  # only once everything is valid
         state["bodies"].append(body)
         return len(state["bodies"]) - 1

@@ -138,6 +138,21 @@ class RigidBodySystem(Learnable):
                                    "centre-of-mass velocity at t=0 [m/s], [B, 3]", n=3)
         self.omega0 = self.learnable("body_angular_velocity", stack("angular_velocity"),
                                      "world angular velocity at t=0 [rad/s], [B, 3]", n=3)
+        # velocity damping, force -m (c + c2 |v|) v and torque -(d + d2 |w|) L (see
+        # add_rigid_body): air drag, or another engine's (PyBullet's) damping
+        self.lin_damp = self.learnable(
+            "body_linear_damping", stack("linear_damping"),
+            "linear velocity damping rate c of each body [1/s], [B]", nonnegative=True)
+        self.lin_drag = self.learnable(
+            "body_linear_drag", stack("linear_drag"),
+            "quadratic velocity damping c2 of each body [1/m], [B]", nonnegative=True)
+        self.ang_damp = self.learnable(
+            "body_angular_damping", stack("angular_damping"),
+            "angular velocity damping rate d of each body [1/s], [B]", nonnegative=True)
+        self.ang_drag = self.learnable(
+            "body_angular_drag", stack("angular_drag"),
+            "quadratic angular velocity damping d2 of each body [1/rad], [B]",
+            nonnegative=True)
         self.com_geom = ti.Vector.field(3, real, nb)
         self.i_unit = ti.Matrix.field(3, 3, real, nb)
         self.i_unit_inv = ti.Matrix.field(3, 3, real, nb)
@@ -365,12 +380,18 @@ class RigidBodySystem(Learnable):
             ms = m * self.iscale[b]
             q = self.q[row, b]
             rot = quat_to_mat(q)
-            force = self.fsum[row, b] + self.ext_f[frame, b] + m * self.gravity[None]
-            torque = self.tsum[row, b] + self.ext_t[frame, b]
-            v1 = self.v[row, b] + (dt / m) * force
+            v0 = self.v[row, b]
+            w0 = self.w[row, b]
+            # |v| with a floor far below any speed: finite gradients at rest
+            damp = self.lin_damp[b] + self.lin_drag[b] * ti.sqrt(v0.dot(v0) + 1e-30)
+            force = (self.fsum[row, b] + self.ext_f[frame, b] + m * self.gravity[None]
+                     - (m * damp) * v0)
+            v1 = v0 + (dt / m) * force
             self.v[row + 1, b] = v1
             self.x[row + 1, b] = self.x[row, b] + dt * v1
-            ang = mv(rot, ms * mv(self.i_unit[b], mtv(rot, self.w[row, b])))
+            ang = mv(rot, ms * mv(self.i_unit[b], mtv(rot, w0)))
+            spin = self.ang_damp[b] + self.ang_drag[b] * ti.sqrt(w0.dot(w0) + 1e-30)
+            torque = self.tsum[row, b] + self.ext_t[frame, b] - spin * ang
             ang1 = ang + dt * torque
             inv = self.i_unit_inv[b] / ms
             w_mid = mv(rot, mv(inv, mtv(rot, ang1)))
@@ -419,11 +440,10 @@ class RigidBodySystem(Learnable):
     # ---- backward --------------------------------------------------------------------
     def begin_backward(self, grad_frames) -> None:
         """Zero all adjoints; ``grad_frames`` is dL/d(vertex positions) [frames + 1, V, 3]."""
-        fields = (self.x, self.v, self.w, self.q, self.fsum, self.tsum, self.ext_f, self.ext_t,
-                  self.load_force, self.impulse, self.mass, self.iscale, self.com_off,
-                  self.pos0, self.quat0, self.vel0, self.omega0)
-        for field in fields:
+        for field in (self.x, self.v, self.w, self.q, self.fsum, self.tsum, self.ext_f,
+                      self.ext_t, self.load_force, self.impulse, self.quat0):
             field.grad.fill(0)
+        self.zero_grads()  # every declared parameter's field
         if self.nv:
             torch_to_field(grad_frames, self.verts.grad)
         else:

@@ -63,7 +63,8 @@ def test_learnable_declarations_give_params_and_zero_grads():
         "tri_activation", "edge_ke", "edge_kd", "cloth_lift", "cloth_drag", "wind", "tet_mu",
         "tet_lambda", "tet_damping", "density", "tet_activation", "body_mass",
         "body_inertia_scale", "body_com_offset", "body_position", "body_orientation",
-        "body_velocity", "body_angular_velocity", "body_force", "body_torque"]
+        "body_velocity", "body_angular_velocity", "body_linear_damping", "body_linear_drag",
+        "body_angular_damping", "body_angular_drag", "body_force", "body_torque"]
     for owner in list(sim.model.forces) + [sim.model.ground, sim.model.particles]:
         fields = owner.learnable_fields()
         assert fields

@@ -67,6 +67,7 @@ optional take the value shown)::
                               # the face normal, so rotation shows) or "flat"
     mass = 4.0                # [kg], or an unknown table as in [contact]
     # or density = 1000.0     # [kg/m^3], known
+    # linear_damping = 0.04   # optional, 0: also linear_drag, angular_(damping|drag)
 
     [[objects]]               # a soft (FEM) solid
     kind = "soft"
@@ -144,13 +145,12 @@ optional take the value shown)::
                               # first reaches the ground in free flight
     coarse_iters = 0          # first iterations within the per-particle unknowns' bases
 
-Unknowns become the scene's parameters: ``mass`` (one object) or ``mass_<index>``
-(several), ``contact_ke``, ``contact_kd``, ``contact_kf``, ``contact_mu``, a soft
-object's ``mu``, ``lambda`` and ``density`` (or per particle: ``mass``), a cloth's
-``tri_ke``, ``tri_ka``, ``tri_kd``, ``edge_ke``, ``edge_kd``, and a soft or cloth
-object's per-particle ``velocity``.
-An unknown without ``true`` is built at the geometric mean of its guesses; estimating
-it needs a target video.
+Unknowns become the scene's parameters: ``mass`` (one object) or ``mass_<index>`` (several),
+``contact_ke``, ``contact_kd``, ``contact_kf``, ``contact_mu``, a soft object's ``mu``,
+``lambda`` and ``density`` (or per particle: ``mass``), a cloth's ``tri_ke``, ``tri_ka``,
+``tri_kd``, ``edge_ke``, ``edge_kd``, and a soft or cloth object's per-particle
+``velocity``. An unknown without ``true`` is built at the geometric mean of its guesses;
+estimating it needs a target video.
 
 The estimation presets are scene files (:class:`FilePreset`) shipped in
 ``gradsim_taichi/scenes/files/`` as package data; ``make_scene(name, shape=...)`` loads
@@ -195,6 +195,7 @@ from gradsim_taichi.scenes.scene_file_schema import (  # noqa: F401 (re-exported
     SceneFileError,
     read_mesh,
     read_tet_mesh,
+    rigid_damping,
     shape_of,
     validate,
     with_shape,
@@ -404,7 +405,7 @@ class FileScene(Scene):
             try:
                 _add_object(b, o, **amount, position=o["position"],
                             orientation=o["orientation"], velocity=o["velocity"],
-                            angular_velocity=o["angular_velocity"])
+                            angular_velocity=o["angular_velocity"], **rigid_damping(o))
             except ValueError as e:
                 raise SceneFileError(f"scene file {self.source}: {where}: {e}") from None
         for k, p in enumerate(self.spec["pushes"]):

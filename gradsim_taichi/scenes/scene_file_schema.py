@@ -167,7 +167,7 @@ def _objects(objs, base_dir: Path) -> list:
         keys = ("kind", *(("mesh", "scale") if "mesh" in o
                           else ("shape", *PRIMITIVES[o["shape"]])),
                 "position", "orientation", "velocity", "angular_velocity", "color",
-                "shading", "mass", "density")
+                "shading", "mass", "density", *RIGID_DAMPING)
         checks.table(o, path, keys)
         obj = dict(kind="rigid", **_shape(o, path, base_dir))
         if "position" not in o:
@@ -184,6 +184,9 @@ def _objects(objs, base_dir: Path) -> list:
                                unit=True)
         obj["shading"] = checks.string(o.get("shading", "normals"), f"{path}.shading",
                                  ("normals", "flat"))
+        for key in RIGID_DAMPING:  # only when given: a file without them reads back as is
+            if key in o:
+                obj[key] = checks.number(o[key], f"{path}.{key}", low=0.0)
         if ("mass" in o) == ("density" in o):
             raise SceneFileError(f"{path}.mass: give exactly one of mass (a number or an "
                                  "unknown table) and density")
@@ -204,6 +207,15 @@ def _objects(objs, base_dir: Path) -> list:
                         f"others known values, or one such object)")
     return out
 
+
+# a rigid object's optional velocity damping (ModelBuilder.add_rigid_body's keywords:
+# known values >= 0; PyBullet damps every body with 0.04 in all four by default)
+RIGID_DAMPING = ("linear_damping", "linear_drag", "angular_damping", "angular_drag")
+
+
+def rigid_damping(obj: dict) -> dict:
+    """The damping keywords a checked rigid object gives (none: the builder's zeros)."""
+    return {k: obj[k] for k in RIGID_DAMPING if k in obj}
 
 SHAPE_KEYS = ("shape", "mesh", "scale", *{k: 0 for d in PRIMITIVES.values() for k in d})
 
