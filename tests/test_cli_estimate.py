@@ -222,6 +222,8 @@ def test_compare_video_runs_at_the_scene_rate_with_four_labelled_panels(tmp_path
         (["--hold-flight"], "--hold-flight holds the pre-contact stage's estimates: give "
                             "--stage-contact too"),
         (["--fit", "shadow,ghosts"], "unknown kind 'ghosts'"),
+        (["--damping", "-0.1"], "--damping: expected 'pybullet', one number >= 0 or four"),
+        (["--damping", "0.1,0.2"], "--damping: expected 'pybullet', one number >= 0"),
     ],
 )
 def test_bad_own_video_arguments_exit_2_with_a_message(extra, message, capsys, tmp_path):
@@ -229,6 +231,11 @@ def test_bad_own_video_arguments_exit_2_with_a_message(extra, message, capsys, t
                  *SMALL]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_damping_on_a_scene_without_rigid_bodies_is_named(capsys):
+    assert main(["estimate", "fem-beam", "--damping", "0.1", *SMALL]) == 2
+    assert "--damping: the scene has no rigid object to damp" in capsys.readouterr().err
 
 
 def test_shape_on_a_preset_without_shapes_lists_those_with_shapes(capsys):
@@ -309,9 +316,11 @@ def test_frame_range_restarts_and_stage_contact_reach_the_report(tmp_path, capsy
     assert main(["estimate", "rigid-mass", "--frames", "20", "--resolution", "32", "--quiet",
                  "--arch", "cpu", "--iters", "1", "--optimizer", "adam", "--restarts", "2",
                  "--frame-range", "2:16",
-                 "--stage-contact", "1", "--loss", "robust", "--out", str(out)]) == 0
+                 "--stage-contact", "1", "--loss", "robust", "--damping", "pybullet",
+                 "--out", str(out)]) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["settings"]["frame_range"] == [2, 16]
+    assert report["settings"]["damping"] == "pybullet"
     assert report["settings"]["loss"] == "robust" and report["settings"]["restarts"] == 2
     assert [r["seed"] for r in report["restarts"]] == [0, 1]
     # one iteration from two guesses: they disagree, and the report and console say so

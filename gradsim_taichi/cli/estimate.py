@@ -107,6 +107,12 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "anti-aliased, like an ordinary renderer or a camera; the default "
                         "with --target) or soft (SoftRas blending; the default for a preset's "
                         "own target)")
+    p.add_argument("--damping", default=None, metavar="D",
+                   help="every rigid body's velocity damping, as the scene file's keys "
+                        "linear_damping, linear_drag, angular_damping, angular_drag: "
+                        "pybullet (PyBullet's default, 0.04 in all four: give it for a "
+                        "clip PyBullet made), one number for all four, or four "
+                        "comma-separated (default: the scene's; the presets' 0)")
     add_scene_args(p)
     add_run_args(p, "results/SCENE")
     p.set_defaults(func=cmd_estimate)
@@ -170,6 +176,13 @@ def cmd_estimate(args) -> int:
         args.scene = scene.name
     else:
         scene = make_preset(args, names)
+    if args.damping is not None:
+        from gradsim_taichi.scenes.scene_file_schema import parse_damping, with_damping
+
+        try:
+            scene.spec = with_damping(scene.spec, parse_damping(args.damping))
+        except ValueError as e:
+            raise CLIError(f"--damping: {e}") from None
     names = names or scene.default_params
     truth = _parse_truth(args.true, names)
     if args.scene_file is not None and args.target is not None:  # the file's true values
@@ -205,7 +218,8 @@ def cmd_estimate(args) -> int:
                         shape=getattr(scene, "shape", None), mask=args.mask,
                         background_plate=args.background_plate,
                         silhouette_weight=args.silhouette_weight,
-                        mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows)
+                        mask_erode=args.mask_erode, ignore_shadows=args.ignore_shadows,
+                        damping=args.damping)
         if args.scene_file is not None:
             settings["scene_file"] = args.scene_file
         try:

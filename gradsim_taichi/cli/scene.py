@@ -58,6 +58,8 @@ def cmd_scene_show(args) -> int:
 
 
 def cmd_scene_check(args) -> int:
+    from gradsim_taichi.scenes.scene_file_schema import rigid_damping
+
     args.scene_file = args.file
     scene = load_scene_arg(args, need_truth=False, need_unknowns=False)
     spec = scene.spec
@@ -75,7 +77,8 @@ def cmd_scene_check(args) -> int:
                   f"{_show(o['mu'])}, lambda {_show(o['lambda'])}")
             continue
         mass = o.get("mass", f"density {o.get('density')}")
-        print(f"  objects[{i}]: {o['kind']} {what}, mass {_show(mass)}")
+        damping = "".join(f", {k} {v:g}" for k, v in rigid_damping(o).items())
+        print(f"  objects[{i}]: {o['kind']} {what}, mass {_show(mass)}{damping}")
     for i, p in enumerate(spec["pushes"]):
         where = f"region {p['region']} of " if "region" in p else ""
         couple = f", torque {p['torque']}" if "torque" in p else ""

@@ -217,6 +217,33 @@ def rigid_damping(obj: dict) -> dict:
     """The damping keywords a checked rigid object gives (none: the builder's zeros)."""
     return {k: obj[k] for k in RIGID_DAMPING if k in obj}
 
+
+def parse_damping(text: str) -> dict:
+    """``--damping``'s value as the four damping keys: ``pybullet`` (PyBullet's default,
+    0.04 in all four), one number (all four) or four comma-separated numbers in the order
+    of :data:`RIGID_DAMPING`; a ValueError says what was expected."""
+    words = ["0.04"] * 4 if text.strip().lower() == "pybullet" else text.split(",")
+    expected = (f"'pybullet', one number >= 0 or four ({', '.join(RIGID_DAMPING)}); "
+                f"got {text!r}")
+    if len(words) == 1:
+        words *= 4
+    try:
+        values = [float(w) for w in words]
+    except ValueError:
+        raise ValueError(f"expected {expected}") from None
+    if len(values) != 4 or not all(np.isfinite(v) and v >= 0 for v in values):
+        raise ValueError(f"expected {expected}")
+    return dict(zip(RIGID_DAMPING, values))
+
+
+def with_damping(spec: dict, damping: dict) -> dict:
+    """A copy of a checked spec whose rigid objects all take ``damping`` (keys of
+    :data:`RIGID_DAMPING`); a ValueError when it has no rigid object."""
+    if not any(o["kind"] == "rigid" for o in spec["objects"]):
+        raise ValueError("the scene has no rigid object to damp")
+    objects = [dict(o, **damping) if o["kind"] == "rigid" else o for o in spec["objects"]]
+    return dict(spec, objects=objects)
+
 SHAPE_KEYS = ("shape", "mesh", "scale", *{k: 0 for d in PRIMITIVES.values() for k in d})
 
 
