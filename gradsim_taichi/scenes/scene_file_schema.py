@@ -244,6 +244,7 @@ def with_damping(spec: dict, damping: dict) -> dict:
     objects = [dict(o, **damping) if o["kind"] == "rigid" else o for o in spec["objects"]]
     return dict(spec, objects=objects)
 
+
 SHAPE_KEYS = ("shape", "mesh", "scale", *{k: 0 for d in PRIMITIVES.values() for k in d})
 
 
