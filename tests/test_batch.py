@@ -183,7 +183,7 @@ def test_batch_item_equals_the_estimate_command(tmp_path):
     assert two["loss_history"] == pytest.approx(one["loss_history"], rel=1e-12, abs=0)
     # (the command also records its own-video options, which a manifest item has not)
     own_video = {"shape", "mask", "background_plate", "silhouette_weight", "mask_erode",
-                 "ignore_shadows"}
+                 "ignore_shadows", "damping"}
     assert {k: v for k, v in two["settings"].items() if k not in ("id", "shape", "attempt")} \
         == {k: v for k, v in one["settings"].items() if k not in own_video}
     assert all(not one["settings"][k] for k in own_video - {"shape"})  # all at defaults
