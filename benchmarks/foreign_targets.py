@@ -80,10 +80,6 @@ from foreign_engines import (  # noqa: E402
 CONTACT_STAGE = 4  # iterations of the pre-contact stage
 HOLD_STAGE = 12  # ... when its estimate is held (hold_flight): run it to convergence
 RESTARTS = 3
-# PyBullet's damping of every body (its linearDamping and angularDamping, 0.04 by
-# default, each the linear and the quadratic coefficient) as scene-file keys
-PYBULLET_DAMPING = dict(linear_damping=0.04, linear_drag=0.04, angular_damping=0.04,
-                        angular_drag=0.04)
 NA = "n/a (option not available)"
 
 # One entry per target kind: which foreign engine makes it, the masses it is made at
@@ -126,6 +122,7 @@ def options(case, target, plate, scene, contact):
     key ``_render_mode`` asks for a scene render mode. ``contact``: the target's first
     frame with ground contact (seen in the video: its engine's trajectory)."""
     from gradsim_taichi.objectives import erode_mask, mask_from_plate
+    from gradsim_taichi.scenes.scene_file_schema import PYBULLET_DAMPING
 
     mask = mask_from_plate(target, plate, shadows=True, cleanup=1)
     aa = {"_render_mode": "antialias"} if has_render_mode(scene) else None

@@ -91,6 +91,7 @@ def test_pybullets_body_damping_is_ours_at_its_coefficients():
     p = pytest.importorskip("pybullet")
     import gradsim_taichi as gs
     from gradsim_taichi import runtime
+    from gradsim_taichi.scenes.scene_file_schema import PYBULLET_DAMPING
 
     extents, mass, v0, w0 = (0.4, 0.2, 0.3), 2.0, [1.5, -0.5, 0.8], [0.0, 0.0, 6.0]
     c = p.connect(p.DIRECT)
@@ -109,10 +110,11 @@ def test_pybullets_body_damping_is_ours_at_its_coefficients():
         p.disconnect(c)
     theirs = np.concatenate(theirs)
     runtime.ensure_init()
-    for damping, close in ((0.04, True), (0.0, False)):
+    for damping, close in ((PYBULLET_DAMPING, True), (dict.fromkeys(PYBULLET_DAMPING, 0.0),
+                                                       False)):
         b = gs.ModelBuilder(ground=False, gravity=(0.0, 0.0, 0.0))
         b.add_rigid_box(extents, mass=mass, velocity=v0, angular_velocity=w0,
-                        **dict.fromkeys(ft.PYBULLET_DAMPING, damping))
+                        **damping)
         sim = gs.Simulation(b.finalize(), frames=4, substeps=60, dt=1 / 240)
         sim.forward()
         st = sim.model.systems[-1].body_states()

@@ -38,6 +38,7 @@ def test_damping_given_on_the_command_line_reaches_every_rigid_body():
     )
 
     assert parse_damping("PyBullet") == dict.fromkeys(RIGID_DAMPING, 0.04)
+    assert parse_damping(" pybullet ") == parse_damping("0.04,0.04,0.04,0.04")
     assert parse_damping("0.5") == dict.fromkeys(RIGID_DAMPING, 0.5)
     assert list(parse_damping("1,2,3,4").values()) == [1.0, 2.0, 3.0, 4.0]
     for bad in ("-1", "nan", "1,2", "fast", "1,2,3,4,5"):

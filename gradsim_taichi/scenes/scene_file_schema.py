@@ -211,6 +211,9 @@ def _objects(objs, base_dir: Path) -> list:
 # a rigid object's optional velocity damping (ModelBuilder.add_rigid_body's keywords:
 # known values >= 0; PyBullet damps every body with 0.04 in all four by default)
 RIGID_DAMPING = ("linear_damping", "linear_drag", "angular_damping", "angular_drag")
+# PyBullet's default (its linearDamping and angularDamping, each the linear and the
+# quadratic coefficient of btMultiBody's damping)
+PYBULLET_DAMPING = dict.fromkeys(RIGID_DAMPING, 0.04)
 
 
 def rigid_damping(obj: dict) -> dict:
@@ -219,10 +222,12 @@ def rigid_damping(obj: dict) -> dict:
 
 
 def parse_damping(text: str) -> dict:
-    """``--damping``'s value as the four damping keys: ``pybullet`` (PyBullet's default,
-    0.04 in all four), one number (all four) or four comma-separated numbers in the order
+    """``--damping``'s value as the four damping keys: ``pybullet``
+    (:data:`PYBULLET_DAMPING`), one number (all four) or four comma-separated numbers in the order
     of :data:`RIGID_DAMPING`; a ValueError says what was expected."""
-    words = ["0.04"] * 4 if text.strip().lower() == "pybullet" else text.split(",")
+    if text.strip().lower() == "pybullet":
+        return dict(PYBULLET_DAMPING)
+    words = text.split(",")
     expected = (f"'pybullet', one number >= 0 or four ({', '.join(RIGID_DAMPING)}); "
                 f"got {text!r}")
     if len(words) == 1:
