@@ -235,11 +235,14 @@ class Nuisance:
         gain = self.params["albedo_gain"]
         return [_tinted(p.mesh, gain) if p.static_vertices is None else p.mesh for p in parts]
 
-    def _renderer(self, camera, meshes, lights, background):
+    def _renderer(self, camera, meshes, lights, background, sun_shadows=None):
         r = self.scene.renderer
+        if r.mode == "soft":  # (the soft mode has no shadows on the objects)
+            sun_shadows = None
         return SoftRasterizer(camera, meshes, lights=lights, mode=r.mode, sigma=r.sigma,
                               gamma=r.gamma, threshold=r.threshold, eps=r.eps,
-                              background=background, supersample=r.supersample)
+                              background=background, supersample=r.supersample,
+                              sun_shadows=sun_shadows)
 
     def shadow(self, camera, meshes, verts, moving) -> torch.Tensor:
         """The darkening factor ``[F, H, W, 3]`` (per colour channel) of what lies behind
@@ -345,8 +348,11 @@ class Nuisance:
         if not moving and ("background" in self.kinds or "shadow" in self.kinds):
             raise ValueError(f"fit {','.join(self.kinds)} needs simulated objects to draw")
         shade = self.shadow(camera, meshes, verts, moving)
+        # the sun's shadows on the objects themselves (hard and antialiased modes)
+        self_shadows = "shadow" in self.kinds
         if "background" not in self.kinds:
-            r = self._renderer(camera, meshes, lights, scene.renderer.background)
+            r = self._renderer(camera, meshes, lights, scene.renderer.background,
+                               moving if self_shadows else None)
             cov = None
             if (coverage or "shadow" in self.kinds) and moving:
                 cov = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
@@ -357,7 +363,8 @@ class Nuisance:
             # the stage darkened where the shadow falls and no object covers it
             rgb = out[..., :3] * (1.0 - (1.0 - shade) * (1.0 - alpha))
             return torch.cat([rgb, alpha if coverage else torch.ones_like(alpha)], -1)
-        r = self._renderer(camera, [meshes[k] for k in moving], lights, (0.0, 0.0, 0.0))
+        r = self._renderer(camera, [meshes[k] for k in moving], lights, (0.0, 0.0, 0.0),
+                           True if self_shadows else None)
         out = r([verts[k] for k in moving])
         alpha = out[..., 3:]
         w = (1.0 - alpha) * shade

@@ -23,7 +23,8 @@ from gradsim_taichi.render.raster_autograd import (
     hard_face_ids,
     pack_geometry,
 )
-from gradsim_taichi.render.shading import Mesh, _tensor, default_lights, shade
+from gradsim_taichi.render.shading import DirectionalLight, Mesh, _tensor, default_lights, shade
+from gradsim_taichi.render.sun_shadows import shadowed_pixels
 from gradsim_taichi.render.texture import sample_bilinear, stack_textures
 
 MODES = ("soft", "hard", "antialias")
@@ -68,6 +69,10 @@ class SoftRasterizer:
             thin faces, a curved surface's facets) its error, small per pixel, biased
             an estimation (a 6 kg cylinder's mass by 1e-3 on an exactly box-filtered
             target); blocks of 2 x 2 cut that to 2e-5-6e-5, for 4x the pixels.
+        sun_shadows: the meshes (indices into ``meshes``; True: all) that cast the
+            directional lights' shadows onto each other and onto themselves, hard and
+            antialiased modes only (:mod:`.sun_shadows`): a concave body's self-shadow,
+            one body's shadow on another. None (the default): no shadows.
 
     Call with vertex positions: ``frames = r(vertices)`` where ``vertices`` is a list with
     one tensor per mesh, each ``[F, V_k, 3]`` (or ``[V_k, 3]``: the same for every frame);
@@ -91,6 +96,7 @@ class SoftRasterizer:
         threshold: float = 1e-8,
         tile: int = 16,
         supersample: int | None = None,
+        sun_shadows=None,
     ):
         runtime.ensure_init()
         if not isinstance(camera, Camera):
@@ -117,6 +123,15 @@ class SoftRasterizer:
             raise ValueError(f"supersample must be a positive integer, got {supersample}")
         self.supersample = int(supersample)
         self.background = background
+        self.sun_shadows = None
+        if sun_shadows is not None and sun_shadows is not False:
+            if mode == "soft":
+                raise ValueError("sun_shadows needs mode 'hard' or 'antialias'")
+            k = range(len(self.meshes)) if sun_shadows is True else list(sun_shadows)
+            if not all(isinstance(i, int) and 0 <= i < len(self.meshes) for i in k):
+                raise ValueError(f"sun_shadows must be True or indices of meshes, got "
+                                 f"{sun_shadows!r}")
+            self.sun_shadows = tuple(k)
 
     @property
     def settings(self) -> RasterSettings:
@@ -221,13 +236,53 @@ class SoftRasterizer:
             tex, texsize = stack_textures(textures, runtime.torch_dtype())
         else:
             texsize = torch.ones(1, 2, dtype=torch.int32, device=verts[0].device)
+        if self.sun_shadows is not None:
+            sun = self._sun_colours(verts, eye)
         packed = dict(
             xy=torch.cat(xys, 1), z=torch.cat(zs, 1), col=torch.cat(cols, 1).contiguous(),
             tex=tex, bg=self.background_image(), uv=torch.cat(uvs, 0).contiguous(),
             texid=torch.cat(texids, 0).contiguous(), texsize=texsize,
             face_grad=torch.cat(grads, 0), texid_max=len(textures) - 1, tex_sizes=sizes,
         )  # fmt: skip
+        if self.sun_shadows is not None:
+            packed.update(sun)
         return packed, single
+
+    def _sun_colours(self, verts, eye) -> dict:
+        """For :mod:`.sun_shadows`: every packed face's corners in world space, which
+        faces shadow, and per directional light its direction and its share of the
+        corner colours (packed like ``col``; zero on meshes that do not shadow)."""
+        world, shadowing, lights = [], [], []
+        for k, (m, v) in enumerate(zip(self.meshes, verts, strict=True)):
+            world.append(v[:, m.faces.to(v.device)])
+            shadowing.append(torch.full((m.num_faces,), k in self.sun_shadows,
+                                        dtype=torch.bool, device=v.device))
+        for lt in self.lights:
+            if not isinstance(lt, DirectionalLight):
+                continue
+            col = []
+            for k, (m, v) in enumerate(zip(self.meshes, verts, strict=True)):
+                F, T = v.shape[0], m.num_faces
+                if k in self.sun_shadows and m.lit:
+                    M, A = shade(m, v, [lt], eye)
+                    col.append(torch.cat([M.reshape(F, T, 9), A.reshape(F, T, 9)], -1))
+                else:
+                    col.append(torch.zeros(F, T, 18, dtype=v.dtype, device=v.device))
+            lights.append((lt.direction, torch.cat(col, 1)))
+        return dict(world=torch.cat(world, 1), shadowing=torch.cat(shadowing), suns=lights)
+
+    def _shadowed(self, out, ids, p) -> torch.Tensor:
+        """``out`` with each directional light's share taken from the pixels it does
+        not reach (:mod:`.sun_shadows`)."""
+        F, H, W = ids.shape
+        rgb = out[..., :3].reshape(F * H * W, 3)
+        for direction, col in p["suns"]:
+            idx = shadowed_pixels(p["world"], ids, p["shadowing"], self.camera, direction,
+                                  self.supersample)
+            if idx.numel():
+                lost = _shade_pixels(dict(p, col=col), ids.reshape(-1)[idx], idx, H, W)
+                rgb = rgb.index_put((idx,), rgb[idx] - lost)
+        return torch.cat([rgb.reshape(F, H, W, 3), out[..., 3:]], -1)
 
     def _project(self, verts) -> tuple[list, list]:
         """Per mesh, the face corners on the screen ``[F, T, 3, 2]`` (units of half the
@@ -284,6 +339,8 @@ class SoftRasterizer:
         else:
             ids = hard_face_ids(p["xy"], p["z"], st)
             out = hard_shade(p, ids, st)
+            if self.sun_shadows is not None:
+                out = self._shadowed(out, ids, p)
             if self.mode == "antialias":
                 out = self._antialias(out, ids, p["xy"], p["z"])
         out = self._pooled(out)
