@@ -348,11 +348,9 @@ class Nuisance:
         if not moving and ("background" in self.kinds or "shadow" in self.kinds):
             raise ValueError(f"fit {','.join(self.kinds)} needs simulated objects to draw")
         shade = self.shadow(camera, meshes, verts, moving)
-        # the sun's shadows on the objects themselves (hard and antialiased modes)
-        self_shadows = "shadow" in self.kinds
         if "background" not in self.kinds:
-            r = self._renderer(camera, meshes, lights, scene.renderer.background,
-                               moving if self_shadows else None)
+            # (the sun's shadows on the objects, as the scene's own render draws them)
+            r = self._renderer(camera, meshes, lights, scene.renderer.background, moving)
             cov = None
             if (coverage or "shadow" in self.kinds) and moving:
                 cov = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
@@ -364,7 +362,7 @@ class Nuisance:
             rgb = out[..., :3] * (1.0 - (1.0 - shade) * (1.0 - alpha))
             return torch.cat([rgb, alpha if coverage else torch.ones_like(alpha)], -1)
         r = self._renderer(camera, [meshes[k] for k in moving], lights, (0.0, 0.0, 0.0),
-                           True if self_shadows else None)
+                           True)
         out = r([verts[k] for k in moving])
         alpha = out[..., 3:]
         w = (1.0 - alpha) * shade

@@ -131,7 +131,7 @@ class SoftRasterizer:
             if not all(isinstance(i, int) and 0 <= i < len(self.meshes) for i in k):
                 raise ValueError(f"sun_shadows must be True or indices of meshes, got "
                                  f"{sun_shadows!r}")
-            self.sun_shadows = tuple(k)
+            self.sun_shadows = tuple(k) or None
 
     @property
     def settings(self) -> RasterSettings:
@@ -252,11 +252,13 @@ class SoftRasterizer:
         """For :mod:`.sun_shadows`: every packed face's corners in world space, which
         faces shadow, and per directional light its direction and its share of the
         corner colours (packed like ``col``; zero on meshes that do not shadow)."""
-        world, shadowing, lights = [], [], []
+        world, shadowing, two_sided, lights = [], [], [], []
+        vertices = torch.cat([verts[k] for k in self.sun_shadows], 1)
         for k, (m, v) in enumerate(zip(self.meshes, verts, strict=True)):
             world.append(v[:, m.faces.to(v.device)])
-            shadowing.append(torch.full((m.num_faces,), k in self.sun_shadows,
-                                        dtype=torch.bool, device=v.device))
+            for flags, value in ((shadowing, k in self.sun_shadows), (two_sided, m.two_sided)):
+                flags.append(torch.full((m.num_faces,), value, dtype=torch.bool,
+                                        device=v.device))
         for lt in self.lights:
             if not isinstance(lt, DirectionalLight):
                 continue
@@ -269,7 +271,9 @@ class SoftRasterizer:
                 else:
                     col.append(torch.zeros(F, T, 18, dtype=v.dtype, device=v.device))
             lights.append((lt.direction, torch.cat(col, 1)))
-        return dict(world=torch.cat(world, 1), shadowing=torch.cat(shadowing), suns=lights)
+        return dict(world=torch.cat(world, 1), shadow_vertices=vertices.detach(),
+                    shadowing=torch.cat(shadowing), two_sided=torch.cat(two_sided),
+                    suns=lights)
 
     def _shadowed(self, out, ids, p) -> torch.Tensor:
         """``out`` with each directional light's share taken from the pixels it does
@@ -277,7 +281,8 @@ class SoftRasterizer:
         F, H, W = ids.shape
         rgb = out[..., :3].reshape(F * H * W, 3)
         for direction, col in p["suns"]:
-            idx = shadowed_pixels(p["world"], ids, p["shadowing"], self.camera, direction,
+            idx = shadowed_pixels(p["world"].detach(), p["shadow_vertices"], ids,
+                                  p["shadowing"], p["two_sided"], self.camera, direction,
                                   self.supersample)
             if idx.numel():
                 lost = _shade_pixels(dict(p, col=col), ids.reshape(-1)[idx], idx, H, W)

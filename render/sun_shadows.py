@@ -45,22 +45,44 @@ def _ray_hits(origin, direction, tris, skip) -> torch.Tensor:
     return hit.any(-1)
 
 
-def shadowed_pixels(world, face_id, shadowing, camera, direction, supersample
-                    ) -> torch.Tensor:
+def _has_front(world, n, vertices) -> torch.Tensor:
+    """``[F, T]``: whether any of ``vertices [F, V, 3]`` lies in front of each face's
+    plane (on its normal's side): a lit face with none there cannot be shadowed (a
+    convex body never is), which leaves few pixels to test."""
+    F, T = n.shape[:2]
+    out = torch.zeros(F, T, dtype=torch.bool, device=n.device)
+    rows = max(1, CHUNK // max(1, vertices.shape[1]))
+    scale = 1.0 + vertices.abs().amax()
+    for s in range(0, T, rows):
+        nn = n[:, s:s + rows] / n[:, s:s + rows].norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        rel = vertices[:, None] - world[:, s:s + rows, 0][:, :, None]       # [F, t, V, 3]
+        out[:, s:s + rows] = ((rel * nn[:, :, None]).sum(-1) > 1e-9 * scale).any(-1)
+    return out
+
+
+def shadowed_pixels(world, vertices, face_id, shadowing, two_sided, camera, direction,
+                    supersample) -> torch.Tensor:
     """The flat indices (into ``face_id``'s ``F * H * W``) of the pixels that light
     ``direction [3]`` (its direction of travel) does not reach.
 
-    ``world [F, T, 3, 3]``: every packed face's corners (world space); ``face_id [F, H,
-    W]``: the visible packed face per pixel of the raster grid (-1: none), which is
-    ``supersample`` times the camera's resolution; ``shadowing [T]`` (bool): the faces
-    that receive and cast the shadows. No gradient."""
+    ``world [F, T, 3, 3]``: every packed face's corners (world space); ``vertices [F,
+    V, 3]``: the shadowing meshes' vertices; ``face_id [F, H, W]``: the visible packed
+    face per pixel of the raster grid (-1: none), which is ``supersample`` times the
+    camera's resolution; ``shadowing [T]`` (bool): the faces that receive and cast the
+    shadows; ``two_sided [T]`` (bool): faces shaded on the side the camera sees (as
+    :func:`~gradsim_taichi.render.shading.shade` does). No gradient."""
     with torch.no_grad():
         F, H, W = face_id.shape
         dev, dt = world.device, world.dtype
         to_light = -direction.detach().to(dt)
         to_light = to_light / to_light.norm()
         n = torch.linalg.cross(world[:, :, 1] - world[:, :, 0], world[:, :, 2] - world[:, :, 0])
-        facing = (n * to_light).sum(-1) > 0                              # [F, T]
+        eye = camera.eye().detach().to(dt)
+        if two_sided.any():
+            toward = ((eye - world[:, :, 0]) * n).sum(-1, keepdim=True) < 0
+            n = torch.where(two_sided[None, :, None] & toward, -n, n)
+        # lit, and something in front of it
+        facing = ((n * to_light).sum(-1) > 0) & _has_front(world, n, vertices)  # [F, T]
         fid = face_id.clamp_min(0)
         frames = torch.arange(F, device=dev)[:, None, None].expand(F, H, W)
         recv = (face_id >= 0) & shadowing[fid] & facing[frames, fid]
@@ -69,7 +91,6 @@ def shadowed_pixels(world, face_id, shadowing, camera, direction, supersample
             return idx
         R, _ = camera.world_to_camera()
         R = R.detach().to(dt)
-        eye = camera.eye().detach().to(dt)
         fx, fy, cx, cy = (float(x) for x in camera.intrinsics())
         frame, ij = idx // (H * W), idx % (H * W)
         u = ((ij % W).to(dt) + 0.5) / supersample

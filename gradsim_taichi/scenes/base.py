@@ -191,13 +191,18 @@ class Scene:
                         "faces crossing it are not drawn. Keep the stage in front of the "
                         "camera: in a scene file shorten [stage] extent (x0, x1, z0, z1) "
                         "or move [camera] eye; in Python ground_part(extent=...)")
+        # the simulated objects (the stage is static); in the hard and antialiased modes
+        # they shadow themselves and each other from the directional lights
+        moving = [k for k, p in enumerate(self.parts) if p.static_vertices is None]
         self.renderer = SoftRasterizer(self.camera, [p.mesh for p in self.parts],
                                        mode=self.render_mode, sigma=self.sigma,
                                        gamma=self.gamma,
                                        threshold=self.threshold,
                                        background=torch.tensor(
                                            self.background, dtype=runtime.torch_dtype(),
-                                           device=runtime.torch_device()))
+                                           device=runtime.torch_device()),
+                                       sun_shadows=(moving if moving and self.render_mode != "soft"
+                                                    else None))
         # the simulated objects alone (no ground, no backdrop), unlit: their coverage
         # (alpha), which the full render's alpha is not (the stage covers every pixel)
         objects = [p.mesh for p in self.parts if p.static_vertices is None]
