@@ -36,9 +36,27 @@ def camera_dict(eye, target, fov_y_deg, width, height, near=0.1, far=10.0,
 
 
 def camera_spec(scene) -> dict:
-    """Our look-at camera of ``scene`` as plain numbers."""
-    return camera_dict(scene.camera_eye, scene.camera_target, scene.fov_y_deg, scene.width,
-                       scene.height, scene.near, scene.far)
+    """Our look-at camera of ``scene`` as plain numbers; a ValueError when the scene's
+    camera is not that look-at camera (a scene file's fx/fy/cx/cy or world_to_camera:
+    the foreign renderers here are set up from eye, target and field of view)."""
+    from gradsim_taichi.render import Camera
+
+    cam = camera_dict(scene.camera_eye, scene.camera_target, scene.fov_y_deg, scene.width,
+                      scene.height, scene.near, scene.far)
+    ours = getattr(scene, "camera", None)
+    if ours is None:  # (plain numbers, no scene built)
+        return cam
+    look = Camera.look_at(cam["eye"], cam["target"], cam["up"], cam["fov_y_deg"],
+                          cam["width"], cam["height"])
+    same = all(float((a.double() - b.double()).abs().max()) < 1e-9 * (1 + float(b.abs().max()))
+               for a, b in zip((*ours.world_to_camera(), *ours.intrinsics()),
+                               (*look.world_to_camera(), *look.intrinsics())))
+    if not same:
+        raise ValueError("the scene's camera is not a look-at camera of its eye, target and "
+                         "fov_y_deg (fx/fy/cx/cy or world_to_camera given): the foreign "
+                         "renderers here take only those; give the camera as eye, target "
+                         "and fov_y_deg")
+    return cam
 
 
 def mitsuba_sensor(cam: dict, spp: int = 64, centre_samples: bool = False) -> dict:

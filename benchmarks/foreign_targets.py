@@ -365,6 +365,10 @@ def main(argv=None):
                          else load_scene_file(args.scene, shape=shape, **kw))
                 scene.set_truth({"mass": mass})
                 scene.build()
+                try:
+                    foreign_engines.camera_spec(scene)
+                except ValueError as e:
+                    ap.error(f"--scene {args.scene}: {e}")
                 mitsuba = (dict(spp=spp, lighting=args.lighting)
                            if spec["engine"] == "mitsuba" else {})
                 log = dict(case=case, shape=shape, mass=mass, scene=args.scene, **mitsuba)

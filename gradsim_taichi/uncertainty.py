@@ -108,6 +108,12 @@ def local_uncertainty(fit) -> dict:
     # are reported as weak directions instead
     keep = w > FLAT_CURVATURE * top
     std_x = _std(basis, sigma ** 2 * (v[:, keep] / w[keep]) @ v[:, keep].T)
+    # ... so the elements along one are undetermined (NaN), not as certain as the
+    # pseudo-inverse's zero there would say
+    for j in np.flatnonzero(~keep):
+        part = np.abs(basis @ v[:, j])
+        if part.max() > 0:
+            std_x[part >= 0.1 * part.max()] = np.nan
     held = None
     if extra_labels:  # the physical block alone: the nuisance values known
         wp, vp = np.linalg.eigh(a[:kp, :kp])

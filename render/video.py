@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,9 @@ def load_video(path) -> torch.Tensor:
     if not path.exists():
         raise FileNotFoundError(f"video not found: {path}")
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() in _IMAGE_EXT)
+        # in the numbers' order: frame_2 before frame_10
+        files = sorted((p for p in path.iterdir() if p.suffix.lower() in _IMAGE_EXT),
+                       key=_natural_key)
         if not files:
             raise ValueError(f"folder {path} holds no image files ({', '.join(_IMAGE_EXT)})")
         imgs = []
@@ -113,7 +116,10 @@ def load_video(path) -> torch.Tensor:
                 with iio.get_reader(path, format="FFMPEG") as r:
                     imgs = [np.asarray(im) for im in r]
         except Exception as e:
-            raise ValueError(f"cannot read video {path}: {type(e).__name__}: {e}") from e
+            # (ffmpeg's error carries its whole banner: the first line says what failed)
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise ValueError(f"cannot read video {path}: {type(e).__name__}: {first} (is "
+                             "it a complete, uncorrupted video file?)") from e
         if not imgs:
             raise ValueError(f"cannot read video {path}: no frames")
     imgs = [im[..., None].repeat(3, -1) if im.ndim == 2 else im for im in imgs]
@@ -121,6 +127,28 @@ def load_video(path) -> torch.Tensor:
     if len(shapes) != 1:
         raise ValueError(f"frames of {path} have different shapes: {sorted(shapes)}")
     return _from_integers(np.stack(imgs))
+
+
+def _natural_key(path: Path) -> list:
+    """Sort key: the name's digit runs compared as numbers."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t.lower())
+            for t in re.split(r"(\d+)", path.name)]
+
+
+def video_fps(path) -> float | None:
+    """The frame rate a video container (MP4, MOV, MKV, AVI) declares, or None (image
+    folders, ``.npy``, GIF: whose frame times are rounded to 10 ms)."""
+    import imageio.v2 as iio
+
+    path = Path(path)
+    if path.is_dir() or path.suffix.lower() not in (".mp4", ".mov", ".mkv", ".avi"):
+        return None
+    try:
+        with iio.get_reader(path, format="FFMPEG") as r:
+            fps = r.get_meta_data().get("fps")
+    except Exception:
+        return None
+    return float(fps) if fps and np.isfinite(fps) and fps > 0 else None
 
 
 def _from_integers(a: np.ndarray) -> torch.Tensor:

@@ -92,3 +92,25 @@ def test_npy_arrays(tmp_path):
     (tmp_path / "corrupt.npy").write_bytes(b"\x93NUMPY garbage")
     with pytest.raises(ValueError, match="corrupt.npy"):
         load_video(tmp_path / "corrupt.npy")
+
+
+def test_numbered_frames_load_in_the_numbers_order(tmp_path):
+    import imageio.v2 as iio
+
+    from gradsim_taichi.render import load_video
+
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for k in range(12):  # frame_2.png sorts after frame_10.png by name
+        iio.imwrite(folder / f"frame_{k}.png", np.full((4, 4, 3), 10 * k, np.uint8))
+    levels = load_video(folder)[:, 0, 0, 0].numpy() * 255
+    assert np.allclose(levels, 10 * np.arange(12))
+
+
+def test_a_containers_frame_rate_is_read(tmp_path):
+    from gradsim_taichi.render.video import video_fps
+
+    frames = np.random.default_rng(0).uniform(size=(4, 16, 16, 3))
+    assert video_fps(save_video(frames, tmp_path / "clip.mp4", fps=24)) == 24.0
+    assert video_fps(save_video(frames, tmp_path / "clip.gif", fps=24)) is None
+    assert video_fps(save_video(frames, tmp_path / "pngs")) is None

@@ -70,6 +70,9 @@ def test_a_parameter_the_video_never_shows_is_flagged(scene):
     weak = r.uncertainty["weak_directions"]
     assert len(weak) == 1 and list(weak[0]["components"]) == ["mass"]
     assert any("does not determine mass" in w for w in r.warnings)
+    # no interval for it (not the pseudo-inverse's zero width), one for the velocity
+    assert np.isnan(r.uncertainty["params"]["mass"]["std"])
+    assert np.isfinite(r.uncertainty["params"]["velocity"]["std"]).all()
     only = estimate(scene, target, params=["velocity"], iters=6, lr=1.0, optimizer="lm",
                     supervision="3d", progress=False,
                     init={"velocity": np.array([0.9, 0.6, -0.4])})

@@ -41,7 +41,8 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "preset's ground truth")
     p.add_argument("--true", action="append", default=[], metavar="NAME=VALUE",
                    help="the known truth of a parameter, to report errors against "
-                        "(repeatable); with --target nothing else is taken as true")
+                        "(repeatable); with --target only these and a scene file's own "
+                        "`true` values are")
     p.add_argument("--optimizer", choices=KINDS, default=None)
     p.add_argument("--frame-stride", type=int, default=1)
     p.add_argument("--blur", type=float, default=None,
@@ -186,8 +187,13 @@ def cmd_estimate(args) -> int:
     names = names or scene.default_params
     truth = _parse_truth(args.true, names)
     if args.scene_file is not None and args.target is not None:  # the file's true values
-        truth = {**{n: float(scene.params[n].true) for n in names if scene.truth_given[n]},
-                 **truth}
+        from_file = {n: float(scene.params[n].true) for n in names
+                     if scene.truth_given[n] and n not in truth}
+        if from_file and not args.quiet:
+            print("gradsim-taichi: errors are reported against the scene file's true "
+                  f"values ({', '.join(f'{n} = {v:g}' for n, v in from_file.items())}); "
+                  "delete `true` there if they are not this clip's")
+        truth = {**from_file, **truth}
     if args.target is None and truth:
         raise CLIError("--true goes with --target: without one the target is rendered from "
                        "the preset's own ground truth")
@@ -195,18 +201,31 @@ def cmd_estimate(args) -> int:
     if args.target is not None:
         if args.supervision == "3d":
             raise CLIError("--target is a video; 3D supervision uses the scene's ground truth")
-        from gradsim_taichi.render import load_video
+        from gradsim_taichi.render.video import load_video, video_fps
 
         try:
             target_video = load_video(args.target)
         except (FileNotFoundError, ValueError) as e:
             raise CLIError(str(e)) from None
+        fps = video_fps(args.target)
+        if fps is not None and abs(fps - scene.fps) > 0.01 * scene.fps:
+            raise CLIError(f"--target {args.target} plays at {fps:g} frames per second; the "
+                           f"scene's frames are 1/{scene.fps:g} s apart: give the scene file "
+                           f"fps = {fps:g}, or re-encode the clip at {scene.fps:g} fps")
+        H, W = scene.height, scene.width
+        if (fps is not None and (H % 2 or W % 2)
+                and tuple(target_video.shape[1:3]) == (H + H % 2, W + W % 2)):
+            # an MP4 (4:2:0) of an odd size is padded to even by its writer (ours repeats
+            # the last row and column): the scene's own pixels are the rest
+            target_video = target_video[:, :H, :W]
     if fit and args.supervision == "3d":
         raise CLIError("--fit learns image nuisances; 3D supervision has no image")
     if args.supervision == "3d":
         fit = ()
     mask_source = _load_mask_source(args)
     out = output_dir(args.out or f"results/{args.scene}")
+    if args.resume and not args.quiet and not any(out.rglob("state.pt")):
+        print(f"gradsim-taichi: --resume: no saved state in {out}; starting from the beginning")
     from gradsim_taichi.run_loop import locked
 
     with locked(out):  # one run per output folder, outputs included
@@ -245,7 +264,8 @@ def cmd_estimate(args) -> int:
         if stage_contact == -1:
             stage_contact = max(2, iters // 3)
         try:
-            mask = _target_mask(mask_source, target, args, loss, scene, render_target_mask)
+            mask = _target_mask(None if plate_as_background else mask_source, target, args,
+                                loss, scene, render_target_mask)
             result, paths, stop = estimate_into(
                 out, scene, target, settings, supervision=args.supervision, render=mode,
                 params=names, iters=iters, lr=args.lr, optimizer=args.optimizer,
@@ -267,13 +287,18 @@ def cmd_estimate(args) -> int:
             status = 3
         for warning in result.warnings:
             print(f"gradsim-taichi: warning: {warning}")
+        import numpy as np
+
         errors = result.errors()
         spread = (result.uncertainty or {}).get("params", {})
         for n, est in result.params.items():
             line = f"{n:>14}: estimate {_fmt(est)}"
-            if spread.get(n, {}).get("ci95") is not None:
+            std = spread.get(n, {}).get("std")
+            if std is not None and np.isnan(np.asarray(std, dtype=float)).all():
+                line += " (undetermined by the video: see the warning)"
+            elif spread.get(n, {}).get("ci95") is not None:
                 low, high = spread[n]["ci95"]
-                line += f" +- {_fmt(spread[n]['std'])} (95%: {_fmt(low)}..{_fmt(high)})"
+                line += f" +- {_fmt(std)} (95%: {_fmt(low)}..{_fmt(high)})"
             line += f"  init {_fmt(result.init[n])}"
             if n in errors:
                 line += f"  true {_fmt(result.true[n])}  rel.err {errors[n]['rel_err']:.2e}"
@@ -348,10 +373,19 @@ def _target_mask(source, target, args, loss, scene, render_target_mask):
             raise CLIError(f"--mask {args.mask}: {source.shape[0]} frames of "
                            f"{source.shape[2]}x{source.shape[1]} pixels; the target has "
                            f"{target.shape[0]} frames of {target.shape[2]}x{target.shape[1]}")
-        return erode_mask(mask_from_video(source), args.mask_erode)
-    threshold = KEY_THRESHOLD if args.key_threshold is None else args.key_threshold
-    return erode_mask(mask_from_plate(target[..., :3], source[0].to(target.dtype), threshold,
-                                      shadows=args.ignore_shadows), args.mask_erode)
+        mask, origin = mask_from_video(source), f"--mask {args.mask}"
+    else:
+        threshold = KEY_THRESHOLD if args.key_threshold is None else args.key_threshold
+        mask = mask_from_plate(target[..., :3], source[0].to(target.dtype), threshold,
+                               shadows=args.ignore_shadows)
+        origin = f"the mask keyed from --background-plate {args.background_plate}"
+    mask = erode_mask(mask, args.mask_erode)
+    # (an empty mask leaves the loss nothing to compare: the guess would come back
+    # unchanged, with a tight interval)
+    if not bool((mask > 0).any()):
+        raise CLIError(f"{origin} is empty{' after --mask-erode' if args.mask_erode else ''}"
+                       ": no pixel of the object in any frame")
+    return mask
 
 
 def _parse_truth(items, names) -> dict:

@@ -98,8 +98,38 @@ def cmd_scene_check(args) -> int:
         scene.build()
     except ValueError as e:
         raise CLIError(str(e)) from None
-    print("built: the model, the camera and the stage are consistent")
+    warnings = _start_warnings(scene)
+    for w in warnings:
+        print(f"warning: {w}")
+    print("built: the model, the camera and the stage are consistent"
+          + (" (but see the warnings above)" if warnings else ""))
     return 0
+
+
+def _start_warnings(scene) -> list[str]:
+    """Where the simulated objects start: wholly out of the camera's view, or below
+    the ground (a scene that builds, but whose video cannot show the physics)."""
+    import torch
+
+    with torch.no_grad():
+        out = scene.simulate(scene.true_values(scene.params), frames=1)
+        verts = scene.posed_vertices(out, torch.tensor([0]))
+    stage = scene.spec["stage"]
+    out = []
+    for k, part in enumerate(scene.parts):
+        if part.static_vertices is not None:
+            continue
+        v = verts[k][0]
+        uv, z = scene.camera.project(v)
+        seen = ((z > 0) & (uv[:, 0] >= 0) & (uv[:, 0] <= scene.width) & (uv[:, 1] >= 0)
+                & (uv[:, 1] <= scene.height))
+        if not bool(seen.any()):
+            out.append(f"simulated part {k} starts wholly out of the camera's view")
+        low = float(v[:, 1].min())
+        if stage["ground"] and low < stage["height"] - 1e-6:
+            out.append(f"simulated part {k} starts below the ground (its lowest point at "
+                       f"y = {low:.3g}, the ground at {stage['height']:g})")
+    return out
 
 
 def _show(value) -> str:
@@ -140,6 +170,11 @@ def load_scene_arg(args, names=(), need_truth: bool = True, need_unknowns: bool 
         raise CLIError(str(e)) from None
     except KeyError as e:
         raise CLIError(e.args[0]) from None
+    size = (scene.spec["scene"]["width"], scene.spec["scene"]["height"])
+    if getattr(args, "resolution", None) is not None and size[0] != size[1]:
+        # (a square image of a wide camera would squash the view)
+        raise CLIError(f"--resolution makes square images; {args.scene_file} draws "
+                       f"{size[0]}x{size[1]}: change [scene] width and height in the file")
     if need_unknowns and not scene.params:
         raise CLIError(f"--scene {args.scene_file}: the file has no unknowns to estimate; "
                        "make a mass or contact value a table {unknown = true, guess_low = "

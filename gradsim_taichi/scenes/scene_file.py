@@ -14,7 +14,7 @@ optional take the value shown)::
     [scene]
     name = "my-clip"          # optional, "scene-file"
     fps = 60.0                # frames per second of the video
-    frames = 40               # simulated frames (the video has frames, or frames + 1)
+    frames = 40               # simulated frames (the video has frames + 1 images)
     substeps = 32             # optional, 32: physics steps per frame
     width = 64                # image size in pixels
     height = 64
@@ -136,10 +136,8 @@ optional take the value shown)::
     frames = [0, 3]
 
     [estimate]                # optional: the optimiser's defaults for this scene
-    optimizer = "lbfgs"       # adam, lbfgs, adam+lbfgs, lm or lbfgs+lm
-    iters = 12
-    lr = 1.0
-    blur = 0.0                # pixels
+    optimizer = "lbfgs"       # adam, lbfgs, adam+lbfgs, lm or lbfgs+lm; iters = 12,
+    lr = 1.0                  # blur = 0.0 (pixels)
     warmup = [0, 0]           # (iterations, last frame) fitted first, or a list of them
     warmup_from = "start"     # or "contact": last frames counted from the frame a vertex
                               # first reaches the ground in free flight
@@ -152,9 +150,8 @@ Unknowns become the scene's parameters: ``mass`` (one object) or ``mass_<index>`
 ``velocity``. An unknown without ``true`` is built at the geometric mean of its guesses;
 estimating it needs a target video.
 
-The estimation presets are scene files (:class:`FilePreset`) shipped in
-``gradsim_taichi/scenes/files/`` as package data; ``make_scene(name, shape=...)`` loads
-one with that ``[shapes]`` variant.
+The estimation presets are scene files (:class:`FilePreset`) shipped in ``gradsim_taichi/
+scenes/files/``; ``make_scene(name, shape=...)`` loads one with that ``[shapes]`` variant.
 """
 
 from __future__ import annotations
@@ -222,9 +219,13 @@ def load_scene_file(path, shape: str | None = None, **overrides) -> FileScene:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"scene file not found: {path}")
-    return scene_from_toml(path.read_text(encoding="utf-8"), base_dir=path.parent,
-                           source=str(path), shape=shape, **overrides)
+        raise FileNotFoundError(f"scene file not found: {path}{' (a folder)' * path.is_dir()}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SceneFileError(f"scene file {path}: not a text (TOML) file") from None
+    return scene_from_toml(text, base_dir=path.parent, source=str(path), shape=shape,
+                           **overrides)
 
 
 def scene_from_toml(text: str, base_dir=".", source: str = "<text>", shape: str | None = None,

@@ -91,6 +91,15 @@ def _camera(c) -> dict:
             raise checks.err("camera.world_to_camera", "a 4x4 matrix (4 rows of 4 numbers)", m)
         out["world_to_camera"] = [checks.vector(row, f"camera.world_to_camera[{k}]", 4)
                                   for k, row in enumerate(m)]
+        T = np.asarray(out["world_to_camera"], dtype=float)
+        if not np.allclose(T[3], [0.0, 0.0, 0.0, 1.0]):
+            raise checks.err("camera.world_to_camera[3]", "[0, 0, 0, 1] (a rigid transform)",
+                             m[3])
+        R = T[:3, :3]
+        if not (np.allclose(R @ R.T, np.eye(3), atol=1e-4) and np.linalg.det(R) > 0):
+            raise SceneFileError("camera.world_to_camera: the upper-left 3x3 block must be a "
+                                 "rotation (orthonormal rows, determinant +1); got "
+                                 f"{np.round(R, 6).tolist()}")
     else:
         for key in ("eye", "target"):
             if key not in c:
