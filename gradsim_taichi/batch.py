@@ -76,12 +76,12 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
         estimate_into,
         fit_for,
         iters_for,
+        load_target,
         loss_for,
         render_for,
         restarts_for,
     )
     from gradsim_taichi.nuisance import parse_fit
-    from gradsim_taichi.render import load_video
     from gradsim_taichi.run_loop import locked
     from gradsim_taichi.scenes import make_preset
 
@@ -102,7 +102,7 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
             target, truth = None, item.truth
             if item.target is not None:
                 scene.check_params(item.truth)
-                target = load_video(item.target)
+                target = load_target(item.target, scene)
                 if item.scene_file is not None:  # the file's true values, to report
                     truth = {**{n: float(scene.params[n].true) for n in names
                                 if scene.truth_given[n]}, **truth}

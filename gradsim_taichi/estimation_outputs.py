@@ -76,6 +76,26 @@ def write_outputs(out_dir, scene: Scene, result: EstimationResult, target,
     return {"report": report, "plot": plot, "video": mp4, "gif": gif, **extra}
 
 
+def load_target(path, scene: Scene) -> torch.Tensor:
+    """A user's clip for ``scene`` (:func:`gradsim_taichi.render.load_video`), checked
+    against the scene's frame rate where the container declares one (a ValueError naming
+    both), an odd-sized scene's MP4 cropped back from the even size H.264 pads it to."""
+    from gradsim_taichi.render.video import load_video, video_fps
+
+    video = load_video(path)
+    fps = video_fps(path)
+    if fps is not None and abs(fps - scene.fps) > 0.01 * scene.fps:
+        raise ValueError(f"{path} plays at {fps:g} frames per second; the scene's frames "
+                         f"are 1/{scene.fps:g} s apart: give the scene file fps = {fps:g}, "
+                         f"or re-encode the clip at {scene.fps:g} fps")
+    H, W = scene.height, scene.width
+    if fps is not None and (H % 2 or W % 2) and tuple(video.shape[1:3]) == (H + H % 2,
+                                                                            W + W % 2):
+        # (the writers repeat the last row and column: the scene's pixels are the rest)
+        video = video[:, :H, :W]
+    return video
+
+
 def render_for(own_video: bool, render: str | None = None) -> str | None:
     """The render mode of an estimation: ``render`` if given, ``"antialias"`` for a video
     the engine did not make (it looks like an ordinary renderer's or a camera's), else

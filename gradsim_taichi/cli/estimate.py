@@ -201,23 +201,12 @@ def cmd_estimate(args) -> int:
     if args.target is not None:
         if args.supervision == "3d":
             raise CLIError("--target is a video; 3D supervision uses the scene's ground truth")
-        from gradsim_taichi.render.video import load_video, video_fps
+        from gradsim_taichi.estimation_outputs import load_target
 
         try:
-            target_video = load_video(args.target)
+            target_video = load_target(args.target, scene)
         except (FileNotFoundError, ValueError) as e:
             raise CLIError(str(e)) from None
-        fps = video_fps(args.target)
-        if fps is not None and abs(fps - scene.fps) > 0.01 * scene.fps:
-            raise CLIError(f"--target {args.target} plays at {fps:g} frames per second; the "
-                           f"scene's frames are 1/{scene.fps:g} s apart: give the scene file "
-                           f"fps = {fps:g}, or re-encode the clip at {scene.fps:g} fps")
-        H, W = scene.height, scene.width
-        if (fps is not None and (H % 2 or W % 2)
-                and tuple(target_video.shape[1:3]) == (H + H % 2, W + W % 2)):
-            # an MP4 (4:2:0) of an odd size is padded to even by its writer (ours repeats
-            # the last row and column): the scene's own pixels are the rest
-            target_video = target_video[:, :H, :W]
     if fit and args.supervision == "3d":
         raise CLIError("--fit learns image nuisances; 3D supervision has no image")
     if args.supervision == "3d":
