@@ -573,11 +573,16 @@ def _warnings(result: EstimationResult, stages: Stages, iters: int) -> list:
     out = []
     done = result.iterations
     last = stages.frame_ids(max(done - 1, 0))[-1].item()
-    if result.status == "done" and last < stages.all_ids[-1].item():
-        ends = [end for end in stages.ends if end > done]
+    final = stages.all_ids[-1].item()
+    if result.status == "done" and last < final:
+        # the first stage whose horizon reaches the last frame (a shortened clip's
+        # later horizons all do)
+        starts = [0] + stages.ends[:-1]
+        reach = [s for s, (_, end) in zip(starts, stages.horizons) if end >= final]
+        need = min(reach) if reach else stages.ends[-1]
         out.append(f"the run ended after {done} iterations, inside a warm-up stage: only "
                    f"frames up to {last} were fitted; give at least "
-                   f"{max(ends + [stages.coarse_end]) + 1} iterations to fit every frame")
+                   f"{max(need, stages.coarse_end) + 1} iterations to fit every frame")
     for n, est in result.params.items():
         if done > 0 and np.allclose(est, result.init[n], rtol=1e-12, atol=0.0):
             out.append(f"'{n}' never moved from its initial guess")

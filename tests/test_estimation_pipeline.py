@@ -443,6 +443,10 @@ def test_short_runs_warn_and_record_every_setting(scene):
                  progress=False)
     assert len(r.warnings) == 1 and "inside a warm-up stage: only frames up to 4" in r.warnings[0]
     assert "at least 4 iterations" in r.warnings[0]
+    # a horizon past the clip's last frame fits every frame already (a shortened clip)
+    past = estimate(scene, target, params=["velocity"], iters=2, lr=0.1,
+                    warmup=[(3, 4), (5, 10_000)], progress=False)
+    assert "at least 4 iterations" in past.warnings[0]
     assert r.settings["warmup"] == [(3, 4)] and r.settings["coarse_iters"] == 0
     for key in ("iters", "lr", "optimizer", "frame_stride", "loss", "supervision", "seed",
                 "blur", "tol", "params"):
