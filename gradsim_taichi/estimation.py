@@ -394,7 +394,8 @@ def estimate(
                                           params=plain_values(result.params))]
     flight = next((s for s in job.stage_log if stage_contact and contact_note is None
                    and s["end_iteration"] == stages.ends[0]), None)
-    if flight is not None:
+    # (only when the run went on to frames with contact)
+    if flight is not None and result.stages[-1]["last_frame"] > flight["last_frame"]:
         result.warnings += _contact_pull(flight, result.stages[-1])
     if uncertainty:
         with runtime.job_torch_threads():  # simulations and renders, like the iterations
