@@ -19,6 +19,7 @@ import torch
 
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import EstimationError
+from gradsim_taichi.estimation_warnings import contact_pull, finished_run_warnings, short
 from gradsim_taichi.fit import Fit, plain_values
 from gradsim_taichi.nuisance import UNKNOWNS, Nuisance, parse_fit
 from gradsim_taichi.objectives import (
@@ -42,11 +43,6 @@ from gradsim_taichi.objectives import (
 from gradsim_taichi.optimisers import KINDS, LM_MAX_UNKNOWNS
 from gradsim_taichi.scenes.base import Scene
 from gradsim_taichi.uncertainty import local_uncertainty
-
-# stage_contact: a change of an estimate after the pre-contact stage, relative, above
-# which the run warns that the contact frames pull it away (the presets' own targets,
-# with a 3-iteration stage, move by at most ~1e-4)
-CONTACT_PULL_TOL = 1e-3
 
 __all__ = ["estimate", "render_target", "check_target", "blur_frames",
            "EstimationResult", "EstimationError"]
@@ -386,7 +382,7 @@ def estimate(
         result.render = nuisance.render
     # (a run that hold_flight ended after the pre-contact stage is complete)
     ended = hold is not None and not set(job.free()) & set(names)
-    result.warnings = [] if ended else _warnings(result, stages, iters)
+    result.warnings = [] if ended else finished_run_warnings(result, stages)
     if contact_note:
         result.warnings.append(contact_note)
     result.stages = job.stage_log + [dict(stages.stage_of(max(run.iterations - 1, 0)),
@@ -396,7 +392,7 @@ def estimate(
                    and s["end_iteration"] == stages.ends[0]), None)
     # (only when the run went on to frames with contact)
     if flight is not None and result.stages[-1]["last_frame"] > flight["last_frame"]:
-        result.warnings += _contact_pull(flight, result.stages[-1])
+        result.warnings += contact_pull(flight, result.stages[-1])
     if uncertainty:
         with runtime.job_torch_threads():  # simulations and renders, like the iterations
             result.uncertainty = local_uncertainty(job)
@@ -491,24 +487,6 @@ def _guess_corners(scene, names, init) -> list:
     return out
 
 
-def _contact_pull(flight: dict, final: dict) -> list:
-    """A warning when the estimate moved beyond :data:`CONTACT_PULL_TOL` between the end
-    of the pre-contact stage and the end of the run."""
-    out = []
-    for n, before in flight["params"].items():
-        b, a = np.asarray(before, dtype=np.float64), np.asarray(final["params"][n])
-        moved = float(np.abs(a - b).max() / max(float(np.abs(b).mean()), 1e-12))
-        if moved > CONTACT_PULL_TOL:
-            out.append(
-                f"'{n}' moved by {moved:.2e} (relative) after the pre-contact stage "
-                f"({_short(b)} -> {_short(a)}): the frames with contact pull it away, so "
-                f"the contact model may not match the video (or the stage did not "
-                f"converge); frames {flight['first_frame']}..{flight['last_frame']} alone "
-                f"(--frame-range {flight['first_frame']}:{flight['last_frame']}) fit the "
-                "flight only")
-    return out
-
-
 def _estimate_restarts(scene, target_frames, restarts, seed, out_dir, callback, kw):
     """``estimate`` from ``restarts`` seeds; the lowest final loss, every run recorded."""
     runs = []
@@ -535,7 +513,7 @@ def _estimate_restarts(scene, target_frames, restarts, seed, out_dir, callback, 
     if apart:
         what = "; ".join(
             f"{n}: relative spread {v:.2e}, estimates "
-            + ", ".join(_short(r.params[n]) for r in ok) for n, v in apart.items())
+            + ", ".join(short(r.params[n]) for r in ok) for n, v in apart.items())
         best.warnings.append(
             f"the {restarts} restarts disagree beyond {SPREAD_TOL:g} ({what}): the loss has "
             f"more than one minimum within the guesses' range, or the runs did not "
@@ -547,11 +525,6 @@ def _estimate_restarts(scene, target_frames, restarts, seed, out_dir, callback, 
     if not ok:
         raise EstimationError(best.message, best)
     return best
-
-
-def _short(x) -> str:
-    x = np.asarray(x, dtype=np.float64)
-    return f"{float(x):.4g}" if x.ndim == 0 else f"mean {x.mean():.4g}"
 
 
 def _truth(scene, names, true) -> dict:
@@ -566,27 +539,6 @@ def _truth(scene, names, true) -> dict:
         if not np.all(np.isfinite(value)):
             raise ValueError(f"true: the value of {n!r} is not finite: {value}")
         out[n] = value
-    return out
-
-
-def _warnings(result: EstimationResult, stages: Stages, iters: int) -> list:
-    """What a person should know about a run that technically finished."""
-    out = []
-    done = result.iterations
-    last = stages.frame_ids(max(done - 1, 0))[-1].item()
-    final = stages.all_ids[-1].item()
-    if result.status == "done" and last < final:
-        # the first stage whose horizon reaches the last frame (a shortened clip's
-        # later horizons all do)
-        starts = [0] + stages.ends[:-1]
-        reach = [s for s, (_, end) in zip(starts, stages.horizons) if end >= final]
-        need = min(reach) if reach else stages.ends[-1]
-        out.append(f"the run ended after {done} iterations, inside a warm-up stage: only "
-                   f"frames up to {last} were fitted; give at least "
-                   f"{max(need, stages.coarse_end) + 1} iterations to fit every frame")
-    for n, est in result.params.items():
-        if done > 0 and np.allclose(est, result.init[n], rtol=1e-12, atol=0.0):
-            out.append(f"'{n}' never moved from its initial guess")
     return out
 
 

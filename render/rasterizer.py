@@ -253,9 +253,10 @@ class SoftRasterizer:
         faces shadow, and per directional light its direction and its share of the
         corner colours (packed like ``col``; zero on meshes that do not shadow)."""
         world, shadowing, two_sided, lights = [], [], [], []
-        vertices = torch.cat([verts[k] for k in self.sun_shadows], 1)
+        # (which pixels a light reaches carries no gradient: positions without a graph)
+        vertices = torch.cat([verts[k].detach() for k in self.sun_shadows], 1)
         for k, (m, v) in enumerate(zip(self.meshes, verts, strict=True)):
-            world.append(v[:, m.faces.to(v.device)])
+            world.append(v.detach()[:, m.faces.to(v.device)])
             for flags, value in ((shadowing, k in self.sun_shadows), (two_sided, m.two_sided)):
                 flags.append(torch.full((m.num_faces,), value, dtype=torch.bool,
                                         device=v.device))
@@ -271,7 +272,7 @@ class SoftRasterizer:
                 else:
                     col.append(torch.zeros(F, T, 18, dtype=v.dtype, device=v.device))
             lights.append((lt.direction, torch.cat(col, 1)))
-        return dict(world=torch.cat(world, 1), shadow_vertices=vertices.detach(),
+        return dict(world=torch.cat(world, 1), shadow_vertices=vertices,
                     shadowing=torch.cat(shadowing), two_sided=torch.cat(two_sided),
                     suns=lights)
 
@@ -281,7 +282,7 @@ class SoftRasterizer:
         F, H, W = ids.shape
         rgb = out[..., :3].reshape(F * H * W, 3)
         for direction, col in p["suns"]:
-            idx = shadowed_pixels(p["world"].detach(), p["shadow_vertices"], ids,
+            idx = shadowed_pixels(p["world"], p["shadow_vertices"], ids,
                                   p["shadowing"], p["two_sided"], self.camera, direction,
                                   self.supersample)
             if idx.numel():

@@ -112,8 +112,8 @@ def _start_warnings(scene) -> list[str]:
     import torch
 
     with torch.no_grad():
-        out = scene.simulate(scene.true_values(scene.params), frames=1)
-        verts = scene.posed_vertices(out, torch.tensor([0]))
+        first = scene.simulate(scene.true_values(scene.params), frames=1)
+        verts = scene.posed_vertices(first, torch.tensor([0]))
     stage = scene.spec["stage"]
     out = []
     for k, part in enumerate(scene.parts):

@@ -136,8 +136,10 @@ optional take the value shown)::
     frames = [0, 3]
 
     [estimate]                # optional: the optimiser's defaults for this scene
-    optimizer = "lbfgs"       # adam, lbfgs, adam+lbfgs, lm or lbfgs+lm; iters = 12,
-    lr = 1.0                  # blur = 0.0 (pixels)
+    optimizer = "lbfgs"       # adam, lbfgs, adam+lbfgs, lm or lbfgs+lm
+    iters = 12
+    lr = 1.0
+    blur = 0.0                # pixels
     warmup = [0, 0]           # (iterations, last frame) fitted first, or a list of them
     warmup_from = "start"     # or "contact": last frames counted from the frame a vertex
                               # first reaches the ground in free flight
@@ -190,6 +192,7 @@ from gradsim_taichi.scenes.scene_file_schema import (  # noqa: F401 (re-exported
     SOFT_DOCS,
     STAGE_DEFAULTS,
     SceneFileError,
+    add_rigid_object,
     read_mesh,
     read_tet_mesh,
     rigid_damping,
@@ -404,7 +407,7 @@ class FileScene(Scene):
             else:
                 amount = dict(mass=truth[names[i]] if i in names else o["mass"])
             try:
-                _add_object(b, o, **amount, position=o["position"],
+                add_rigid_object(b, o, **amount, position=o["position"],
                             orientation=o["orientation"], velocity=o["velocity"],
                             angular_velocity=o["angular_velocity"], **rigid_damping(o))
             except ValueError as e:
@@ -578,24 +581,3 @@ class FileScene(Scene):
         engine = {self.params[k].sim_name: v for k, v in values.items() if k not in masses}
         engine["body_mass"] = torch.stack(column)
         return simulate(self.sim, engine, frames)
-
-
-def _add_object(b, o: dict, **kw) -> int:
-    """Add one checked rigid object to the builder ``b``; returns its body index."""
-    shape = o.get("shape")
-    if shape == "box":
-        return b.add_rigid_box(o["extents"], **kw)
-    if shape == "sphere":
-        return b.add_rigid_sphere(o["radius"], subdivisions=o["subdivisions"], **kw)
-    if shape == "cylinder":
-        return b.add_rigid_cylinder(o["radius"], o["height"], sections=o["sections"], **kw)
-    if shape == "cone":
-        return b.add_rigid_cone(o["radius"], o["height"], sections=o["sections"], **kw)
-    if shape == "lshape":
-        from gradsim_taichi.meshes import lshape_mesh
-
-        return b.add_rigid_body(lshape_mesh(o["size"], o["thickness"]), **kw)
-    mesh = read_mesh(o["mesh"])  # checked when the file was read
-    if o["scale"] != 1.0:
-        mesh.apply_scale(o["scale"])
-    return b.add_rigid_body(mesh, **kw)

@@ -331,6 +331,28 @@ def read_mesh(file):
     return trimesh.load(file, force="mesh", process=True)
 
 
+def add_rigid_object(b, o: dict, **kw) -> int:
+    """Add one checked rigid object (its shape, or its mesh file) to the builder ``b``;
+    returns its body index."""
+    shape = o.get("shape")
+    if shape == "box":
+        return b.add_rigid_box(o["extents"], **kw)
+    if shape == "sphere":
+        return b.add_rigid_sphere(o["radius"], subdivisions=o["subdivisions"], **kw)
+    if shape == "cylinder":
+        return b.add_rigid_cylinder(o["radius"], o["height"], sections=o["sections"], **kw)
+    if shape == "cone":
+        return b.add_rigid_cone(o["radius"], o["height"], sections=o["sections"], **kw)
+    if shape == "lshape":
+        from gradsim_taichi.meshes import lshape_mesh
+
+        return b.add_rigid_body(lshape_mesh(o["size"], o["thickness"]), **kw)
+    mesh = read_mesh(o["mesh"])  # checked when the file was read
+    if o["scale"] != 1.0:
+        mesh.apply_scale(o["scale"])
+    return b.add_rigid_body(mesh, **kw)
+
+
 def _check_mesh(file: Path, path: str) -> None:
     """A closed triangle mesh trimesh can read, or a SceneFileError naming ``path``."""
     try:

@@ -1,0 +1,59 @@
+"""What a person should know about an estimation that technically finished (its
+``warnings``): a run that ended inside a warm-up stage, a value that never moved, an
+estimate that the frames with contact pulled away from the flight's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradsim_taichi.objectives import Stages
+
+# stage_contact: a change of an estimate after the pre-contact stage, relative, above
+# which the run warns that the contact frames pull it away (the presets' own targets,
+# with a 3-iteration stage, move by at most ~1e-4)
+CONTACT_PULL_TOL = 1e-3
+
+
+def contact_pull(flight: dict, final: dict) -> list:
+    """A warning when the estimate moved beyond :data:`CONTACT_PULL_TOL` between the end
+    of the pre-contact stage and the end of the run."""
+    out = []
+    for n, before in flight["params"].items():
+        b, a = np.asarray(before, dtype=np.float64), np.asarray(final["params"][n])
+        moved = float(np.abs(a - b).max() / max(float(np.abs(b).mean()), 1e-12))
+        if moved > CONTACT_PULL_TOL:
+            out.append(
+                f"'{n}' moved by {moved:.2e} (relative) after the pre-contact stage "
+                f"({short(b)} -> {short(a)}): the frames with contact pull it away, so "
+                f"the contact model may not match the video (or the stage did not "
+                f"converge); frames {flight['first_frame']}..{flight['last_frame']} alone "
+                f"(--frame-range {flight['first_frame']}:{flight['last_frame']}) fit the "
+                "flight only")
+    return out
+
+
+def short(x) -> str:
+    """A value for a message: 4 digits, or an array's mean."""
+    x = np.asarray(x, dtype=np.float64)
+    return f"{float(x):.4g}" if x.ndim == 0 else f"mean {x.mean():.4g}"
+
+
+def finished_run_warnings(result, stages: Stages) -> list:
+    """What a person should know about a run that technically finished."""
+    out = []
+    done = result.iterations
+    last = stages.frame_ids(max(done - 1, 0))[-1].item()
+    final = stages.all_ids[-1].item()
+    if result.status == "done" and last < final:
+        # the first stage whose horizon reaches the last frame (a shortened clip's
+        # later horizons all do)
+        starts = [0] + stages.ends[:-1]
+        reach = [s for s, (_, end) in zip(starts, stages.horizons) if end >= final]
+        need = min(reach) if reach else stages.ends[-1]
+        out.append(f"the run ended after {done} iterations, inside a warm-up stage: only "
+                   f"frames up to {last} were fitted; give at least "
+                   f"{max(need, stages.coarse_end) + 1} iterations to fit every frame")
+    for n, est in result.params.items():
+        if done > 0 and np.allclose(est, result.init[n], rtol=1e-12, atol=0.0):
+            out.append(f"'{n}' never moved from its initial guess")
+    return out
