@@ -22,6 +22,12 @@ SPP = 64  # Mitsuba samples per pixel
 LIGHTINGS = {"ours": (0.5, 1.0, 0.0), "bright": (0.35, 1.4, 0.0), "dim": (0.65, 0.7, 0.0),
              "soft": (0.5, 1.0, 3.0)}
 LIGHTING = "ours"
+# Mitsuba's reconstruction filter of each pixel's samples: "box" (the pixel's own square,
+# what our anti-aliasing integrates), or one of its wider ones ("gaussian", its default:
+# a Gaussian of 0.5 px standard deviation over 2 px; "tent", "mitchell", "lanczos"),
+# which soften every edge as a real camera's optics and demosaicing do
+RFILTERS = ("box", "gaussian", "tent", "mitchell", "lanczos")
+RFILTER = "box"
 PB_SUBSTEPS = 8  # PyBullet steps per frame (1/480 s at 60 fps)
 EYE_SHIFT = 0.03  # the camera case: the eye moved by this fraction of its distance
 
@@ -62,9 +68,10 @@ def camera_spec(scene) -> dict:
 def mitsuba_sensor(cam: dict, spp: int = 64, centre_samples: bool = False) -> dict:
     """A Mitsuba ``perspective`` sensor dict matching our camera: the vertical field of
     view (``fov_axis="y"``: ours is vertical whatever the aspect), Mitsuba's look-at
-    with the same eye, target and up, box-filtered pixels over ``[j, j + 1]`` (their
-    centre is ours, ``j + 0.5``). ``centre_samples``: one sample at each pixel's centre
-    (the stratified sampler without jitter), a point-sampled image like ours."""
+    with the same eye, target and up, pixels filtered by :data:`RFILTER` (the box: over
+    ``[j, j + 1]``, their centre is ours, ``j + 0.5``). ``centre_samples``: one sample
+    at each pixel's centre (the stratified sampler without jitter, box-filtered), a
+    point-sampled image like ours."""
     import mitsuba as mi
 
     sampler = (dict(type="stratified", sample_count=1, jitter=False) if centre_samples
@@ -75,7 +82,8 @@ def mitsuba_sensor(cam: dict, spp: int = 64, centre_samples: bool = False) -> di
                                                         target=cam["target"].tolist(),
                                                         up=cam["up"].tolist()),
                 film=dict(type="hdrfilm", width=cam["width"], height=cam["height"],
-                          rfilter=dict(type="box"), pixel_format="rgba"),
+                          rfilter=dict(type="box" if centre_samples else RFILTER),
+                          pixel_format="rgba"),
                 sampler=sampler)
 
 

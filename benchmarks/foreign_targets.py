@@ -3,7 +3,8 @@
     python benchmarks/foreign_targets.py [--cases mitsuba,pybullet,pybullet-physics,camera,
         mitsuba-camera]
         [--shapes box,cone] [--seeds 0,1,2] [--quick] [--json PATH] [--save-targets DIR]
-        [--spp N] [--lighting ours|bright|dim|soft] [--scene FILE]
+        [--spp N] [--lighting ours|bright|dim|soft] [--rfilter box|gaussian|...]
+        [--scene FILE]
 
 Needs the optional extra ``[bench]`` (``pip install -e ".[bench]"``: mitsuba, pybullet)
 for the ``mitsuba`` and ``pybullet`` cases; without it the script says so and exits 2.
@@ -18,7 +19,9 @@ camera, resolution, stage). The targets (the table ``CASES``):
   directional 0.5), shadows and interreflection, box-filtered pixels, ``SPP`` samples
   per pixel (noise). ``--lighting`` changes the lights (brighter or dimmer sun against
   the environment, or a sun 3 degrees in radius: soft shadows), so that the image's
-  shading is not one our model draws at its nominal light. The camera match is
+  shading is not one our model draws at its nominal light; ``--rfilter`` Mitsuba's
+  pixel filter (its default ``gaussian`` softens every edge over about 2 px, as a
+  camera's optics do). The camera match is
   checked: the body's silhouette point-sampled at pixel centres by Mitsuba against ours
   (IoU, printed; 1.0 when the cameras agree).
 - ``pybullet``: another engine's physics and renderer: PyBullet (``p.DIRECT``) simulates
@@ -69,6 +72,7 @@ import foreign_engines  # noqa: E402
 from foreign_engines import (  # noqa: E402
     EYE_SHIFT,
     LIGHTINGS,
+    RFILTERS,
     SPP,
     camera_target,
     mitsuba_camera_target,
@@ -308,6 +312,9 @@ def main(argv=None):
                     help="Mitsuba's lights: ours (exactly our shading model's), bright, "
                          "dim (ambient and sun other than ours), soft (a sun 3 degrees "
                          "in radius: soft shadows); see foreign_engines.LIGHTINGS")
+    ap.add_argument("--rfilter", default="box", choices=RFILTERS,
+                    help="Mitsuba's pixel filter: box (the pixel's square, default), or "
+                         "a wider one that blurs edges (gaussian: Mitsuba's own default)")
     ap.add_argument("--scene", default=None, metavar="FILE",
                     help="a scene file like rigid-mass's (one rigid body, its mass "
                          "unknown, a known push) instead of the preset: another camera, "
@@ -338,6 +345,7 @@ def main(argv=None):
     check_extras(cases)
     # (the engines read these module settings)
     foreign_engines.SPP, foreign_engines.LIGHTING = args.spp, args.lighting
+    foreign_engines.RFILTER = args.rfilter
     spp = args.spp
 
     import torch
@@ -369,7 +377,7 @@ def main(argv=None):
                     foreign_engines.camera_spec(scene)
                 except ValueError as e:
                     ap.error(f"--scene {args.scene}: {e}")
-                mitsuba = (dict(spp=spp, lighting=args.lighting)
+                mitsuba = (dict(spp=spp, lighting=args.lighting, rfilter=args.rfilter)
                            if spec["engine"] == "mitsuba" else {})
                 log = dict(case=case, shape=shape, mass=mass, scene=args.scene, **mitsuba)
                 t0 = time.perf_counter()
@@ -383,6 +391,7 @@ def main(argv=None):
                 name = (f"{case}-{shape}-{mass:g}kg"
                         + (f"-{spp}spp" if mitsuba and spp != SPP else "")
                         + (f"-{args.lighting}" if mitsuba and args.lighting != "ours" else "")
+                        + (f"-{args.rfilter}" if mitsuba and args.rfilter != "box" else "")
                         + (f"-{Path(args.scene).stem}" if args.scene else ""))
                 if args.save_targets:
                     save_target(args.save_targets, name, target, plate, scene.fps)

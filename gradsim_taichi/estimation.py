@@ -163,6 +163,7 @@ def estimate(
     restarts: int = 1,
     fit=None,
     background=None,
+    _calibrations: dict | None = None,
 ) -> EstimationResult:
     """Estimate physical parameters of ``scene`` from ``target_frames``.
 
@@ -263,8 +264,9 @@ def estimate(
         fit: nuisance parameters learned with the physical ones, a comma-separated
             string or list from ``"camera"`` (a small pose correction), ``"background"``
             (a static background image behind the objects instead of the stage) and
-            ``"appearance"`` (object albedo gain, ambient and directional light), and
-            ``"shadow"`` (the objects' cast shadow and ground occlusion); see
+            ``"appearance"`` (object albedo gain, ambient and directional light),
+            ``"shadow"`` (the objects' cast shadow and ground occlusion) and ``"blur"``
+            (the camera's Gaussian blur, its variance); see
             :mod:`gradsim_taichi.nuisance`. Their estimates are in ``nuisance``. Camera
             and appearance are first calibrated on frame 0; with a gradient optimiser
             (not ``"lm"``) the calibrated camera is then held until every frame is
@@ -272,6 +274,9 @@ def estimate(
         background: with ``fit`` including ``"background"``: a fixed background image
             ``[H, W, 3]`` (a plate of the empty scene) instead of the one solved per
             pixel.
+        _calibrations: (internal) the frame-0 calibrations of earlier restarts of the
+            same call, reused where a restart's frame 0 is the same (see
+            :meth:`gradsim_taichi.fit.Fit.calibrate`).
     """
     if isinstance(restarts, bool) or int(restarts) != restarts or restarts < 1:
         raise ValueError(f"restarts must be a positive integer; got {restarts!r}")
@@ -284,7 +289,7 @@ def estimate(
                  coarse_iters=coarse_iters, blur=blur, chroma=chroma, tol=tol, true=true,
                  uncertainty=uncertainty, mask=mask, frame_range=frame_range,
                  stage_contact=stage_contact, hold_flight=hold_flight, fit=fit,
-                 background=background))
+                 background=background, _calibrations={}))
     names = scene.check_params(params if params else scene.default_params)
     iters = scene.iters if iters is None else iters
     lr = scene.lr if lr is None else lr
@@ -348,7 +353,7 @@ def estimate(
     job = Fit(scene, target, names, init, optimizer, lr, iters, stages, blur, supervision,
               loss_fn, tol, nuisance, hold, chroma, coarse_lm=loss == "mse")
 
-    calibration = job.calibrate() if not (resume and out_dir is not None
+    calibration = job.calibrate(cache=_calibrations) if not (resume and out_dir is not None
                                           and (Path(out_dir) / "state.pt").exists()) else None
     if calibration is not None:
         job.stage_log.append(calibration)

@@ -5,6 +5,7 @@ each iteration, the stages' bookkeeping, early stopping and the resume state.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -277,13 +278,21 @@ class Fit:
         frames = blur_frames(frames, self.blur)
         return chroma_420(frames) if self.chroma == "420" else frames
 
-    def calibrate(self, iters: int = CALIBRATION_ITERS) -> dict | None:
+    def calibrate(self, iters: int | None = None, cache: dict | None = None
+                  ) -> dict | None:
         """Fit the learned nuisance parameters (camera, appearance) alone to the first
         frame, which the physical parameters do not change (the initial state): the
         camera and the light are found from the scene as it stands, before the
         trajectory can trade them against the physics; coarse to fine
         (:data:`CALIBRATION_BLURS`). Returns the stage's record (or
-        None when there is nothing to calibrate)."""
+        None when there is nothing to calibrate).
+
+        ``cache``: a dict shared by the restarts of one estimation (same scene, target
+        and settings). A restart whose frame 0 is the same as an earlier one's (its
+        posed vertices and its residual at the start, bit for bit: the unknowns do not
+        touch the initial state) takes that calibration's values instead of running it
+        again: the same LM steps would give the same values."""
+        iters = CALIBRATION_ITERS if iters is None else iters
         tensors = self.nuisance.tensors() if self.nuisance is not None else []
         if not tensors or self.supervision == "3d":
             return None
@@ -305,6 +314,19 @@ class Fit:
         if r0 is None:
             raise ValueError("the model is undefined at the initial guess")
         before = float((r0 * r0).mean())
+        key = None
+        if cache is not None:
+            with torch.no_grad():
+                verts = self.scene.posed_vertices(self.scene.simulate(self.values(), 1), ids)
+            key = b"".join(torch.as_tensor(v).detach().cpu().numpy().tobytes()
+                           for v in (*verts, r0))
+            if key in cache:
+                values, record = cache[key]
+                with torch.no_grad():
+                    for name, value in values.items():
+                        self.nuisance.params[name].copy_(value)
+                self._hold_calibrated_camera()
+                return {**copy.deepcopy(record), "params": plain_values(self.values())}
         for sigma in (*CALIBRATION_BLURS, 0.0):
             # Levenberg-Marquardt: camera rotation and translation trade against each
             # other (a valley L-BFGS crawls along); a one-frame Jacobian costs one frame
@@ -325,6 +347,18 @@ class Fit:
                 last = value
         r1 = residual()
         after = float((r1 * r1).mean()) if r1 is not None else math.inf
+        self._hold_calibrated_camera()
+        record = {"stage": "calibration (frame 0, nuisance parameters only)",
+                  "first_frame": 0, "last_frame": 0, "end_iteration": 0,
+                  "loss_before": before, "loss_after": after,
+                  "params": plain_values(self.values()), "nuisance": self.nuisance.report()}
+        if key is not None:
+            # (copies: the tensors go on to be optimised)
+            values = {n: t.clone() for n, t in self.nuisance.values().items()}
+            cache[key] = (values, copy.deepcopy(record))
+        return record
+
+    def _hold_calibrated_camera(self) -> None:
         if self.kind != "lm":
             # A gradient optimiser on short horizons trades the camera against the
             # physics from a far initial guess (path-traced clips, 3% eye offset, L-BFGS,
@@ -333,10 +367,6 @@ class Fit:
             # zeroes its gradient). LM's residual steps do not wander (our own image:
             # 6e-11), so it keeps it free.
             self.calibrated = tuple(n for n in CAMERA_PARAMS if n in self.nuisance.params)
-        return {"stage": "calibration (frame 0, nuisance parameters only)",
-                "first_frame": 0, "last_frame": 0, "end_iteration": 0,
-                "loss_before": before, "loss_after": after,
-                "params": plain_values(self.values()), "nuisance": self.nuisance.report()}
 
     # ---- the run loop's interface ---------------------------------------------------------
     def step(self, it):

@@ -7,7 +7,8 @@ losses.
   difference keying against a background plate.
 - :class:`Stages`: growing horizons (which frames each iteration fits), the frame
   range, the pre-contact stage (:func:`first_contact`) and the coarse stage.
-- :func:`blur_frames`: a Gaussian blur of both videos before the loss.
+- :func:`blur_frames`: a Gaussian blur of both videos before the loss;
+  :func:`heat_blur_frames`, one of a learned width (the camera's, ``fit="blur"``).
 - :data:`LOSSES` / :func:`get_loss`: the losses by name (``"mse"``, ``"robust"``,
   ``"silhouette"``, ``"masked"``), or a callable.
 - :func:`relative_spread`: how far apart the estimates of several restarts are.
@@ -439,6 +440,34 @@ def blur_frames(frames: torch.Tensor, sigma: float) -> torch.Tensor:
     rows, cols = (_blur_matrix(n, sigma, frames.dtype) for n in (h, w))
     img = frames.permute(0, 3, 1, 2)
     return (rows @ img @ cols.T).permute(0, 2, 3, 1)
+
+
+def heat_blur_frames(frames: torch.Tensor, variance: torch.Tensor) -> torch.Tensor:
+    """``[F, H, W, C]`` frames blurred by the discrete Gaussian kernel of ``variance``
+    (pixels squared, a 0-d tensor >= 0) along rows and columns: the heat equation's
+    kernel on the pixel grid, ``exp(variance / 2 * L)`` with ``L`` the second difference
+    (reflecting borders: no light lost). Unlike a sampled Gaussian its variance is exact
+    at every width and it is smooth in it down to 0 (the identity), where its
+    derivative is ``L / 2``: a learned blur can start sharp (``nuisance`` kind
+    ``blur``)."""
+    _, h, w, _ = frames.shape
+    rows, cols = (_heat_matrix(n, variance, frames) for n in (h, w))
+    img = frames.permute(0, 3, 1, 2)
+    return (rows @ img @ cols.T).permute(0, 2, 3, 1)
+
+
+def _heat_matrix(n: int, variance: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``[n, n]``: ``exp(variance / 2 * L)``, ``L`` the second difference
+    ``u[i-1] - 2 u[i] + u[i+1]`` with a border pixel's missing neighbour taken as
+    itself. The DCT-II basis diagonalises that ``L`` (eigenvalues ``-4 sin^2(pi k /
+    2n)``), so the exponential is the basis times the exponentials of the eigenvalues:
+    no matrix exponential, and a cheap derivative in the variance."""
+    dt, dev = like.dtype, like.device
+    k = torch.arange(n, dtype=dt, device=dev)
+    basis = torch.cos(math.pi * (k[:, None] + 0.5) * k[None, :] / n) * math.sqrt(2.0 / n)
+    basis[:, 0] = math.sqrt(1.0 / n)
+    decay = torch.exp(-2.0 * variance.to(dt) * torch.sin(math.pi * k / (2 * n)) ** 2)
+    return (basis * decay) @ basis.T
 
 
 def _blur_matrix(n: int, sigma: float, dtype) -> torch.Tensor:

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from gradsim_taichi import runtime
-from gradsim_taichi.nuisance import STRENGTHS
+from gradsim_taichi.nuisance import BOUNDS
 from gradsim_taichi.optimisers import fd_jacobian
 
 MAX_COLUMNS = 32
@@ -176,14 +176,16 @@ def _interval(u, s, untouched, positive) -> dict:
 
 def _free_nuisance(fit):
     """The nuisance tensors, the selection ``[elements, free]`` of their free elements
-    (a strength at its bound is held) and those elements' labels."""
+    (a bounded value at its bound, :data:`~gradsim_taichi.nuisance.BOUNDS`, is held)
+    and those elements' labels."""
     nuisance = getattr(fit, "nuisance", None)
     if nuisance is None or not nuisance.params:  # (background alone: solved, not learned)
         return [], None, []
     tensors, free, labels = [], [], []
     for n, t in nuisance.params.items():
         x = t.detach().reshape(-1).to(torch.float64).cpu().numpy()
-        ok = (x > 0) & (x < 1) if n in STRENGTHS else np.ones(len(x), bool)
+        low, high = BOUNDS.get(n, (-np.inf, np.inf))
+        ok = (x > low) & (x < high)
         tensors.append(t)
         free.append(ok)
         labels += [n if len(x) == 1 else f"{n}[{e}]" for e in range(len(x)) if ok[e]]

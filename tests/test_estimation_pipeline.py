@@ -17,6 +17,7 @@ from gradsim_taichi.estimation import (
     render_target,
 )
 from gradsim_taichi.estimation_outputs import write_report
+from gradsim_taichi.objectives import heat_blur_frames
 from gradsim_taichi.render import load_video
 from gradsim_taichi.reports import plot_history, save_compare_videos
 
@@ -234,6 +235,38 @@ def test_blur_frames_is_the_sampled_gaussian():
     x = torch.rand(2, 7, 5, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda f: blur_frames(f, 0.8), (x,), eps=1e-6, atol=1e-8)
 
+
+
+@pytest.mark.parametrize("variance", [0.05, 0.7, 2.25])
+def test_heat_blur_has_the_exact_variance_keeps_the_light_and_composes(variance):
+    """The learned blur's kernel (``fit="blur"``): a point's spread has exactly the
+    variance asked for along each axis, no light is lost at the borders, two blurs are
+    one of the summed variance, and 0 is the identity."""
+    v = torch.tensor(variance, dtype=torch.float64)
+    point = torch.zeros(1, 31, 33, 1, dtype=torch.float64)
+    point[0, 15, 16] = 1.0
+    out = heat_blur_frames(point, v)[0, ..., 0]
+    y, x = torch.meshgrid(torch.arange(31.0) - 15, torch.arange(33.0) - 16, indexing="ij")
+    assert float(out.sum()) == pytest.approx(1.0, abs=1e-13)
+    assert float((out * x * x).sum()) == pytest.approx(variance, rel=1e-10)
+    assert float((out * y * y).sum()) == pytest.approx(variance, rel=1e-10)
+    assert float((out * x * y).sum()) == pytest.approx(0.0, abs=1e-13)
+    frames = torch.rand(2, 9, 7, 3, generator=torch.Generator().manual_seed(0),
+                        dtype=torch.float64)
+    edge = heat_blur_frames(frames, v)
+    assert torch.allclose(edge.sum((1, 2)), frames.sum((1, 2)), rtol=1e-13)
+    twice = heat_blur_frames(heat_blur_frames(frames, v / 3), 2 * v / 3)
+    assert torch.allclose(twice, edge, rtol=1e-12, atol=1e-14)
+    assert torch.allclose(heat_blur_frames(frames, v * 0), frames, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("variance", [0.0, 0.3, 4.0])
+def test_heat_blur_gradients_match_central_differences(variance):
+    """Through the variance (also at 0, where a learned blur starts) and the frames."""
+    frames = torch.rand(2, 8, 6, 3, generator=torch.Generator().manual_seed(1),
+                        dtype=torch.float64, requires_grad=True)
+    v = torch.tensor(variance, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(heat_blur_frames, (frames, v), eps=1e-6, atol=1e-8)
 
 def test_blurred_video_loss_has_the_same_minimum(scene):
     target = render_target(scene)

@@ -50,7 +50,7 @@ def test_parse_fit():
     with pytest.raises(ValueError, match="unknown kind 'lights'"):
         parse_fit("camera,lights")
     assert parse_fit("none") == () and parse_fit(" none ") == ()
-    assert set(KINDS) == {"camera", "background", "appearance", "shadow"}
+    assert set(KINDS) == {"camera", "background", "appearance", "shadow", "blur"}
 
 
 def test_the_defaults_for_a_video_the_engine_did_not_make():
@@ -88,7 +88,7 @@ def test_each_kind_learns_as_many_values_as_the_optimiser_choice_counts():
 GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02, 0.01, -0.03],
            "albedo_gain": [0.9, 1.1, 1.05], "ambient": 0.45, "light_intensity": 0.55,
            "light_direction": [0.1, -0.05], "shadow_strength": 0.4,
-           "occlusion_strength": [0.3, 0.2, 0.35]}
+           "occlusion_strength": [0.3, 0.2, 0.35], "blur_sigma": 0.8}
 
 
 @pytest.mark.parametrize("mode, kinds, rtol", [
@@ -96,6 +96,8 @@ GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02,
     ("soft", ("camera", "appearance", "shadow"), 1e-5),
     # (the solved background follows the shadow: its least squares in the derivative)
     ("antialias", ("background", "shadow"), 1e-4),
+    ("antialias", ("shadow", "blur"), 1e-5),
+    ("antialias", ("background", "shadow", "blur"), 1e-4),
 ])
 def test_every_nuisance_gradient_matches_central_differences(mode, kinds, rtol):
     scene = _scene(mode)
@@ -332,6 +334,25 @@ def test_calibration_recovers_a_moved_camera_from_the_first_frame():
     assert (t1 - t0).abs().max() < 1e-5
 
 
+def test_calibration_recovers_the_cameras_blur_from_the_first_frame(monkeypatch):
+    """A clip blurred by the camera (here our own render, blurred by a known variance):
+    the first frame gives the blur back."""
+    from gradsim_taichi import fit
+    from gradsim_taichi.estimation import estimate, render_target
+    from gradsim_taichi.objectives import heat_blur_frames
+
+    monkeypatch.setattr(fit, "CALIBRATION_ITERS", 6)  # (one unknown: LM needs few)
+
+    scene = _scene(size=24, frames=2)
+    variance = torch.tensor(0.8, dtype=f64)
+    target = heat_blur_frames(render_target(scene)[..., :3], variance)
+    r = estimate(scene, target, fit="blur", iters=1, progress=False, uncertainty=False,
+                 init={"mass": float(scene.params["mass"].true)})
+    calib = r.stages[0]
+    assert abs(calib["nuisance"]["blur_sigma"]) == pytest.approx(0.8 ** 0.5, rel=1e-6)
+    assert calib["loss_after"] < 1e-12 * calib["loss_before"]
+
+
 @pytest.mark.parametrize("optimizer", ["lbfgs", "lm"])
 def test_a_gradient_optimiser_holds_the_calibrated_camera_through_the_warm_up(
         monkeypatch, optimizer):
@@ -361,6 +382,44 @@ def test_a_gradient_optimiser_holds_the_calibrated_camera_through_the_warm_up(
     moved_in = [it for it, t in seen if not torch.equal(t, calibrated)]
     assert moved_in == ([2, 3] if optimizer == "lbfgs" else [0, 1, 2, 3]), moved_in
 
+
+
+def test_restarts_calibrate_frame_0_once_and_end_as_runs_of_their_own(monkeypatch):
+    """The guesses of ``restarts`` leave frame 0 alone (the mass does not move the
+    initial state), so its calibration runs once; each restart still ends bit for bit
+    where an estimation from its seed alone ends. Another frame 0 (another shape) is
+    calibrated afresh."""
+    from gradsim_taichi import fit
+    from gradsim_taichi.estimation import estimate, render_target
+
+    scene = _scene(size=16, frames=2)
+    target = render_target(_scene(size=16, frames=2, shape="cone")) * 0.9  # dimmer
+    calibrations = []
+
+    class Counting(fit.LevenbergMarquardt):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            if kw.get("tolerance") == 1e-30:  # the calibration's (one per blur level)
+                calibrations.append(self)
+
+    monkeypatch.setattr(fit, "LevenbergMarquardt", Counting)
+    monkeypatch.setattr(fit, "CALIBRATION_ITERS", 4)  # (short: the values are not the point)
+    kw = dict(fit="appearance", loss="robust", iters=2, progress=False,
+              uncertainty=False)
+    both = estimate(scene, target, restarts=2, **kw)
+    assert len(calibrations) == len(fit.CALIBRATION_BLURS) + 1
+    alone = estimate(scene, target, seed=1, **kw)  # (the restart that reused it)
+    assert both.restarts[1]["params"]["mass"] == float(alone.params["mass"])
+    assert both.restarts[1]["loss"] == alone.loss
+    assert both.restarts[0]["params"]["mass"] != both.restarts[1]["params"]["mass"]
+    for r in (both, alone):  # (the record shows the run's own initial guess)
+        assert r.stages[0]["params"]["mass"] == pytest.approx(float(r.init["mass"]), rel=1e-12)
+    assert {**alone.stages[0], "params": None} == {**both.stages[0], "params": None}
+    cache = {}
+    estimate(scene, target, _calibrations=cache, **kw)
+    assert len(cache) == 1
+    estimate(_scene(size=16, frames=2, shape="cone"), target, _calibrations=cache, **kw)
+    assert len(cache) == 2
 
 def test_fit_gives_each_warm_up_horizon_more_iterations():
     """With nuisance parameters the scene's warm-up horizons get FIT_WARMUP_ITERS each,

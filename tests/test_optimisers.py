@@ -176,6 +176,27 @@ def test_lm_with_a_projection_keeps_a_bounded_value_in_bounds_and_learns_the_res
     assert float(s.detach()) < 0.0  # what the projection prevents
 
 
+def test_lm_holds_a_value_at_its_bound_and_solves_the_rest_in_one_step():
+    """A value at its bound that the step would take out of it is held, and the step
+    is solved over the others: on a linear residual whose unconstrained minimum lies
+    outside ``x0 >= 0``, the first step from ``x0 = 0`` lands on the constrained
+    minimum. Projecting the full step instead moves ``x1`` along a solution that counted
+    on ``x0`` going negative (the two columns nearly parallel), and creeps."""
+    A = torch.tensor([[1.0, 0.9], [0.9, 1.0], [0.3, 0.2]], dtype=torch.float64)
+    b = torch.tensor([-1.0, 0.5, 0.2], dtype=torch.float64)
+    assert float(torch.linalg.lstsq(A, b[:, None]).solution[0, 0]) < 0
+    x = torch.tensor([0.0, 0.0], dtype=torch.float64, requires_grad=True)
+
+    def project():
+        with torch.no_grad():
+            x[0].clamp_(min=0.0)
+
+    lm = LevenbergMarquardt([x], max_step=10.0, damping=1e-9, project=project)
+    lm.step(lambda: A @ x.detach() - b)
+    best = float(A[:, 1] @ b / (A[:, 1] @ A[:, 1]))  # x0 = 0 held
+    np.testing.assert_allclose(x.detach().numpy(), [0.0, best], rtol=1e-6, atol=1e-12)
+
+
 def test_lm_survives_a_jacobian_of_zeros_at_its_smallest_damping():
     """Parameters the residual does not see (a shadow strength with no shadow in view):
     no step, no error, the values kept."""

@@ -100,7 +100,8 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "--background-plate), appearance (object albedo, ambient and "
                         "directional light), shadow (the objects' shadow on the ground along "
                         "the light, and their ambient occlusion of the ground: the two "
-                        "strengths); none: only the physical ones. Default with --target "
+                        "strengths), blur (the camera's: a Gaussian's variance in pixels "
+                        "squared); none: only the physical ones. Default with --target "
                         "and no mask: background,shadow (shadow where the scene has a "
                         "directional light and a ground), else none")
     p.add_argument("--render", choices=["soft", "antialias"], default=None,
