@@ -164,6 +164,11 @@ def options(case, target, plate, scene, contact):
         "antialias + fit=background,shadow + robust": (
             dict(aa, fit="background,shadow", loss="robust", iters=30)
             if aa is not None and fit else None),
+        # ... and the camera's blur (the command's default for a video; --rfilter
+        # gaussian: a renderer's wider pixel filter)
+        "antialias + fit=background,shadow,blur + robust": (
+            dict(aa, fit="background,shadow,blur", loss="robust", iters=80)
+            if aa is not None and fit else None),
         # ... and the light learned too: a renderer whose lights are not the model's
         "antialias + fit=background,shadow,appearance + robust": (
             dict(aa, fit="background,shadow,appearance", loss="robust", iters=80)

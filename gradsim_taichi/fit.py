@@ -345,6 +345,7 @@ class Fit:
                 if still >= 3:
                     break
                 last = value
+        self.nuisance.settle_blur()
         r1 = residual()
         after = float((r1 * r1).mean()) if r1 is not None else math.inf
         self._hold_calibrated_camera()

@@ -50,9 +50,12 @@ that the optimiser learns together with the physical ones; none changes the simu
   minimum at 0 for a sharp clip (a variance bounded at 0 left L-BFGS's line searches
   stepping out of the bound: 80 iterations without converging on a path-traced box).
   The model's edges are sharp and a blurred clip's are not: our own render blurred by
-  1 px put the cone's mass 3.7e-3 off with the backdrop and shadow solved. With
-  ``background``, the objects' layer and their shadow are blurred and the background
-  is solved as the video shows it.
+  1 px put the cone's mass 3.7e-3 off with the backdrop and shadow solved. The frame-0
+  calibration sets a blur under :data:`BLUR_SHARP` to exactly 0 (:meth:`Nuisance.settle_blur`),
+  where its gradient is 0 too: a sharp clip is then fitted as without the kind, at its
+  cost (path-traced, box-filtered: calibrated 0.22 px; Mitsuba's Gaussian pixel filter:
+  0.56 px). With ``background``, the objects' layer and their shadow are blurred and
+  the background is solved as the video shows it.
 
 The uncertainty reported at the end leaves the nuisance values free (their elements are
 columns of its Jacobian; see :func:`gradsim_taichi.uncertainty.local_uncertainty`).
@@ -83,6 +86,11 @@ SHADOW_BLUR = 0.5
 # the blur's starting standard deviation (pixels): a faint blur, where the loss's
 # derivative in it is not yet 0 (it is at 0: the variance is its square)
 BLUR_START = 0.3
+# a blur below this (pixels) is a sharp image: the frame-0 calibration sets it to 0,
+# where the image is the unblurred one and the gradient in blur_sigma is exactly 0, so
+# a gradient optimiser leaves it there and the run costs what it did without the kind;
+# the uncertainty holds it there too (the loss is flat in it at 0)
+BLUR_SHARP = 0.35
 # the parameters used within bounds (see Nuisance.project)
 BOUNDS = {"shadow_strength": (0.0, 1.0), "occlusion_strength": (0.0, 1.0)}
 # the learned values each kind adds (the background is solved, not learned)
@@ -293,11 +301,20 @@ class Nuisance:
                 if name in self.params:
                     self.params[name].clamp_(low, high)
 
+    def settle_blur(self) -> None:
+        """After the frame-0 calibration: a blur under :data:`BLUR_SHARP` is a sharp
+        image, set to exactly 0."""
+        if "blur" in self.kinds and abs(float(self.params["blur_sigma"].detach())) < BLUR_SHARP:
+            with torch.no_grad():
+                self.params["blur_sigma"].zero_()
+
     def blur(self, frames: torch.Tensor) -> torch.Tensor:
         """``frames [F, H, W, C]`` as the camera blurs them (unchanged without the kind
         ``blur``)."""
         if "blur" not in self.kinds or frames.dim() < 4:
             return frames
+        if float(self.params["blur_sigma"].detach()) == 0.0:
+            return frames  # (exact: the identity, and a derivative of 0 at 0)
         return heat_blur_frames(frames, self.params["blur_sigma"] ** 2)
 
     def ground_points(self, camera) -> tuple[torch.Tensor, torch.Tensor]:

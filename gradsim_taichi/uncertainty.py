@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from gradsim_taichi import runtime
-from gradsim_taichi.nuisance import BOUNDS
+from gradsim_taichi.nuisance import BLUR_SHARP, BOUNDS
 from gradsim_taichi.optimisers import fd_jacobian
 
 MAX_COLUMNS = 32
@@ -176,8 +176,9 @@ def _interval(u, s, untouched, positive) -> dict:
 
 def _free_nuisance(fit):
     """The nuisance tensors, the selection ``[elements, free]`` of their free elements
-    (a bounded value at its bound, :data:`~gradsim_taichi.nuisance.BOUNDS`, is held)
-    and those elements' labels."""
+    (a bounded value at its bound, :data:`~gradsim_taichi.nuisance.BOUNDS`, and a blur
+    below :data:`~gradsim_taichi.nuisance.BLUR_SHARP` are held) and those elements'
+    labels."""
     nuisance = getattr(fit, "nuisance", None)
     if nuisance is None or not nuisance.params:  # (background alone: solved, not learned)
         return [], None, []
@@ -186,6 +187,8 @@ def _free_nuisance(fit):
         x = t.detach().reshape(-1).to(torch.float64).cpu().numpy()
         low, high = BOUNDS.get(n, (-np.inf, np.inf))
         ok = (x > low) & (x < high)
+        if n == "blur_sigma":  # (a sharp image: the blur at 0, where its square is flat)
+            ok &= np.abs(x) > BLUR_SHARP
         tensors.append(t)
         free.append(ok)
         labels += [n if len(x) == 1 else f"{n}[{e}]" for e in range(len(x)) if ok[e]]

@@ -60,14 +60,14 @@ def test_the_defaults_for_a_video_the_engine_did_not_make():
     from gradsim_taichi.render import DirectionalLight
 
     scene = _scene(frames=2, size=8)
-    assert fit_for(True, None, scene, masked=False) == ("background", "shadow")
+    assert fit_for(True, None, scene, masked=False) == ("background", "shadow", "blur")
     assert fit_for(True, None, scene, masked=True) == ()
     assert fit_for(False, None, scene, masked=False) == ()
     assert fit_for(True, ("camera",), scene, masked=False) == ("camera",)
     assert fit_for(True, (), scene, masked=False) == ()  # --fit none
     scene.renderer.lights = [lt for lt in scene.renderer.lights
                              if not isinstance(lt, DirectionalLight)]
-    assert fit_for(True, None, scene, masked=False) == ("background",)
+    assert fit_for(True, None, scene, masked=False) == ("background", "blur")
     assert (loss_for(True, None, False), loss_for(False, None, False),
             loss_for(True, None, True), loss_for(True, "mse", False)) == (
         "robust", "mse", "masked", "mse")
@@ -403,8 +403,8 @@ def test_restarts_calibrate_frame_0_once_and_end_as_runs_of_their_own(monkeypatc
                 calibrations.append(self)
 
     monkeypatch.setattr(fit, "LevenbergMarquardt", Counting)
-    monkeypatch.setattr(fit, "CALIBRATION_ITERS", 4)  # (short: the values are not the point)
-    kw = dict(fit="appearance", loss="robust", iters=2, progress=False,
+    monkeypatch.setattr(fit, "CALIBRATION_ITERS", 2)  # (short: the values are not the point)
+    kw = dict(fit="appearance", loss="robust", iters=1, progress=False,
               uncertainty=False)
     both = estimate(scene, target, restarts=2, **kw)
     assert len(calibrations) == len(fit.CALIBRATION_BLURS) + 1

@@ -200,3 +200,21 @@ def test_nuisance_values_left_free_widen_the_interval_by_their_schur_complement(
     np.testing.assert_allclose(u["params"]["velocity"]["std"], free, rtol=1e-4)
     np.testing.assert_allclose(u["params"]["velocity"]["std_nuisance_held"], held, rtol=1e-4)
     assert np.max(free / held) > 1.05  # the camera trades against the velocity
+
+
+def test_a_sharp_clip_holds_the_blur_at_zero_without_a_warning():
+    """``fit="blur"`` on a sharp clip: the frame-0 calibration sets the blur to exactly
+    0, where the loss is flat in its square root (``blur_sigma``) and the run leaves it;
+    the uncertainty holds it there rather than calling it undetermined, and the mass
+    keeps its interval."""
+    from gradsim_taichi.scenes import make_scene
+
+    scene = make_scene("rigid-mass", frames=4, width=24, height=24)
+    scene.render_mode = "antialias"
+    scene.build()
+    target = render_target(scene)[..., :3]
+    r = estimate(scene, target, fit="blur", iters=6, loss="robust", progress=False)
+    assert r.stages[0]["nuisance"]["blur_sigma"] == 0.0 == r.nuisance["blur_sigma"]
+    u = r.uncertainty
+    assert u["warnings"] == [] and "nuisance" not in u
+    assert np.isfinite(u["params"]["mass"]["std"])

@@ -47,7 +47,8 @@ def add_estimate_parser(sub, help_line: str) -> None:
     p.add_argument("--frame-stride", type=int, default=1)
     p.add_argument("--blur", type=float, default=None,
                    help="Gaussian blur (pixels) of both videos before the loss; widens the "
-                        "basin, keeps the minimum (default: the scene's)")
+                        "basin, keeps the minimum (default: the scene's). A clip blurred by "
+                        "its camera: --fit blur learns that blur for the model's image")
     p.add_argument("--chroma", choices=["auto", "420", "full"], default="auto",
                    help="colour as the loss compares it: 420 (luma per pixel, colour per "
                         "2 x 2 block, as an H.264/H.265 clip stores it), full (RGB); auto: "
@@ -102,7 +103,7 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "the light, and their ambient occlusion of the ground: the two "
                         "strengths), blur (the camera's: a Gaussian's variance in pixels "
                         "squared); none: only the physical ones. Default with --target "
-                        "and no mask: background,shadow (shadow where the scene has a "
+                        "and no mask: background,shadow,blur (shadow where the scene has a "
                         "directional light and a ground), else none")
     p.add_argument("--render", choices=["soft", "antialias"], default=None,
                    help="the model's image: antialias (the nearest surface wins, edges "
