@@ -266,7 +266,7 @@ def estimate(
             (a static background image behind the objects instead of the stage) and
             ``"appearance"`` (object albedo gain, ambient and directional light),
             ``"shadow"`` (the objects' cast shadow and ground occlusion) and ``"blur"``
-            (the camera's Gaussian blur, its variance); see
+            (the camera's Gaussian blur, its width); see
             :mod:`gradsim_taichi.nuisance`. Their estimates are in ``nuisance``. Camera
             and appearance are first calibrated on frame 0; with a gradient optimiser
             (not ``"lm"``) the calibrated camera is then held until every frame is

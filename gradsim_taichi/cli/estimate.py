@@ -101,8 +101,8 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "--background-plate), appearance (object albedo, ambient and "
                         "directional light), shadow (the objects' shadow on the ground along "
                         "the light, and their ambient occlusion of the ground: the two "
-                        "strengths), blur (the camera's: a Gaussian's variance in pixels "
-                        "squared); none: only the physical ones. Default with --target "
+                        "strengths), blur (the camera's: a Gaussian's width in pixels, 0 "
+                        "for a sharp clip); none: only the physical ones. Default with --target "
                         "and no mask: background,shadow,blur (shadow where the scene has a "
                         "directional light and a ground), else none")
     p.add_argument("--render", choices=["soft", "antialias"], default=None,
