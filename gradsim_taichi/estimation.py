@@ -19,7 +19,12 @@ import torch
 
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import EstimationError
-from gradsim_taichi.estimation_warnings import contact_pull, finished_run_warnings, short
+from gradsim_taichi.estimation_warnings import (
+    camera_limits,
+    contact_pull,
+    finished_run_warnings,
+    short,
+)
 from gradsim_taichi.fit import Fit, plain_values
 from gradsim_taichi.nuisance import UNKNOWNS, Nuisance, parse_fit
 from gradsim_taichi.objectives import (
@@ -265,8 +270,9 @@ def estimate(
             string or list from ``"camera"`` (a small pose correction), ``"background"``
             (a static background image behind the objects instead of the stage) and
             ``"appearance"`` (object albedo gain, ambient and directional light),
-            ``"shadow"`` (the objects' cast shadow and ground occlusion) and ``"blur"``
-            (the camera's Gaussian blur, its width); see
+            ``"shadow"`` (the objects' cast shadow and ground occlusion), ``"blur"``
+            (the camera's Gaussian blur, its width) and ``"response"`` (the camera's
+            response, ``x^(1/gamma)``); see
             :mod:`gradsim_taichi.nuisance`. Their estimates are in ``nuisance``. Camera
             and appearance are first calibrated on frame 0; with a gradient optimiser
             (not ``"lm"``) the calibrated camera is then held until every frame is
@@ -388,6 +394,7 @@ def estimate(
     # (a run that hold_flight ended after the pre-contact stage is complete)
     ended = hold is not None and not set(job.free()) & set(names)
     result.warnings = [] if ended else finished_run_warnings(result, stages)
+    result.warnings += camera_limits(result.nuisance if nuisance is not None else None)
     if contact_note:
         result.warnings.append(contact_note)
     result.stages = job.stage_log + [dict(stages.stage_of(max(run.iterations - 1, 0)),

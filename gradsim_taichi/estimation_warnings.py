@@ -1,6 +1,7 @@
 """What a person should know about an estimation that technically finished (its
 ``warnings``): a run that ended inside a warm-up stage, a value that never moved, an
-estimate that the frames with contact pulled away from the flight's."""
+estimate that the frames with contact pulled away from the flight's, the camera's blur
+or response at the bound of its range."""
 
 from __future__ import annotations
 
@@ -29,6 +30,28 @@ def contact_pull(flight: dict, final: dict) -> list:
                 f"converge); frames {flight['first_frame']}..{flight['last_frame']} alone "
                 f"(--frame-range {flight['first_frame']}:{flight['last_frame']}) fit the "
                 "flight only")
+    return out
+
+
+def camera_limits(nuisance: dict | None) -> list:
+    """A warning for the camera's blur or response (``fit``) when it ended at a bound
+    of its range: the clip differs from the model in some way those values absorbed as
+    far as they could (on an sRGB clip fitted without the response the blur ran to its
+    bound and the mass was lost)."""
+    from gradsim_taichi.nuisance import BOUNDS
+
+    out = []
+    for name in ("blur_sigma", "gamma"):
+        if nuisance is None or name not in nuisance:
+            continue
+        low, high = BOUNDS[name]
+        value = abs(nuisance[name]) if name == "blur_sigma" else nuisance[name]
+        if value <= low or value >= high:
+            out.append(f"the camera's {name} ended at the bound of its range "
+                       f"({value:.4g}, range {low:g}..{high:g}): the video differs from the "
+                       "model's image in a way it could not absorb (another tone curve, a "
+                       "wrong camera, scene or frame rate?); do not trust the estimate "
+                       "before finding why")
     return out
 
 

@@ -315,7 +315,8 @@ def test_items_take_the_own_video_options_fit_render_and_loss(tmp_path):
     # a target video: the command's defaults for a video the engine did not make
     settings = json.loads((tmp_path / "b" / "items" / "video" / "report.json").read_text())[
         "settings"]
-    assert settings["fit"] == ["background", "shadow", "blur"] and settings["loss"] == "robust"
+    assert settings["fit"] == ["background", "shadow", "blur", "response"]
+    assert settings["loss"] == "robust"
     rows = estimates(tmp_path / "b")
     assert rows["badfit"]["status"] == "failed" and "unknown kind 'lights'" in \
         rows["badfit"]["message"]

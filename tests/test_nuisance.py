@@ -50,7 +50,7 @@ def test_parse_fit():
     with pytest.raises(ValueError, match="unknown kind 'lights'"):
         parse_fit("camera,lights")
     assert parse_fit("none") == () and parse_fit(" none ") == ()
-    assert set(KINDS) == {"camera", "background", "appearance", "shadow", "blur"}
+    assert set(KINDS) == {"camera", "background", "appearance", "shadow", "blur", "response"}
 
 
 def test_the_defaults_for_a_video_the_engine_did_not_make():
@@ -60,14 +60,15 @@ def test_the_defaults_for_a_video_the_engine_did_not_make():
     from gradsim_taichi.render import DirectionalLight
 
     scene = _scene(frames=2, size=8)
-    assert fit_for(True, None, scene, masked=False) == ("background", "shadow", "blur")
+    assert fit_for(True, None, scene, masked=False) == ("background", "shadow", "blur",
+                                                        "response")
     assert fit_for(True, None, scene, masked=True) == ()
     assert fit_for(False, None, scene, masked=False) == ()
     assert fit_for(True, ("camera",), scene, masked=False) == ("camera",)
     assert fit_for(True, (), scene, masked=False) == ()  # --fit none
     scene.renderer.lights = [lt for lt in scene.renderer.lights
                              if not isinstance(lt, DirectionalLight)]
-    assert fit_for(True, None, scene, masked=False) == ("background", "blur")
+    assert fit_for(True, None, scene, masked=False) == ("background", "blur", "response")
     assert (loss_for(True, None, False), loss_for(False, None, False),
             loss_for(True, None, True), loss_for(True, "mse", False)) == (
         "robust", "mse", "masked", "mse")
@@ -88,7 +89,7 @@ def test_each_kind_learns_as_many_values_as_the_optimiser_choice_counts():
 GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02, 0.01, -0.03],
            "albedo_gain": [0.9, 1.1, 1.05], "ambient": 0.45, "light_intensity": 0.55,
            "light_direction": [0.1, -0.05], "shadow_strength": 0.4,
-           "occlusion_strength": [0.3, 0.2, 0.35], "blur_sigma": 0.8}
+           "occlusion_strength": [0.3, 0.2, 0.35], "blur_sigma": 0.8, "gamma": 1.7}
 
 
 @pytest.mark.parametrize("mode, kinds, rtol", [
@@ -96,8 +97,8 @@ GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02,
     ("soft", ("camera", "appearance", "shadow"), 1e-5),
     # (the solved background follows the shadow: its least squares in the derivative)
     ("antialias", ("background", "shadow"), 1e-4),
-    ("antialias", ("shadow", "blur"), 1e-5),
-    ("antialias", ("background", "shadow", "blur"), 1e-4),
+    ("antialias", ("shadow", "blur", "response"), 1e-5),
+    ("antialias", ("background", "shadow", "blur", "response"), 1e-4),
 ])
 def test_every_nuisance_gradient_matches_central_differences(mode, kinds, rtol):
     scene = _scene(mode)
@@ -334,22 +335,25 @@ def test_calibration_recovers_a_moved_camera_from_the_first_frame():
     assert (t1 - t0).abs().max() < 1e-5
 
 
-def test_calibration_recovers_the_cameras_blur_from_the_first_frame(monkeypatch):
-    """A clip blurred by the camera (here our own render, blurred by a known variance):
-    the first frame gives the blur back."""
+def test_calibration_recovers_the_cameras_blur_and_response_from_the_first_frame(
+        monkeypatch):
+    """A clip blurred by the camera and recorded through its response (here our own
+    render, blurred by a known variance, then to the power 1 / 2.2): the first frame
+    gives both back."""
     from gradsim_taichi import fit
     from gradsim_taichi.estimation import estimate, render_target
     from gradsim_taichi.objectives import heat_blur_frames
 
-    monkeypatch.setattr(fit, "CALIBRATION_ITERS", 6)  # (one unknown: LM needs few)
+    monkeypatch.setattr(fit, "CALIBRATION_ITERS", 10)  # (two unknowns: LM needs few)
 
     scene = _scene(size=24, frames=2)
-    variance = torch.tensor(0.8, dtype=f64)
-    target = heat_blur_frames(render_target(scene)[..., :3], variance)
-    r = estimate(scene, target, fit="blur", iters=1, progress=False, uncertainty=False,
-                 init={"mass": float(scene.params["mass"].true)})
+    linear = heat_blur_frames(render_target(scene)[..., :3], torch.tensor(0.8, dtype=f64))
+    assert float(linear.min()) > 1e-4  # (where the response is the power law)
+    r = estimate(scene, linear ** (1 / 2.2), fit="blur,response", iters=1, progress=False,
+                 uncertainty=False, init={"mass": float(scene.params["mass"].true)})
     calib = r.stages[0]
     assert abs(calib["nuisance"]["blur_sigma"]) == pytest.approx(0.8 ** 0.5, rel=1e-6)
+    assert calib["nuisance"]["gamma"] == pytest.approx(2.2, rel=1e-6)
     assert calib["loss_after"] < 1e-12 * calib["loss_before"]
 
 
@@ -467,3 +471,17 @@ def test_cli_fit_errors(extra, message, capsys, tmp_path):
     assert main(["estimate", "rigid-mass", *extra, "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_camera_value_at_its_bound_is_warned_of():
+    """The blur or the response at the end of its range: the video differs from the
+    model in a way they absorbed as far as they could."""
+    from gradsim_taichi.estimation_warnings import camera_limits
+    from gradsim_taichi.nuisance import BLUR_MAX, GAMMA_RANGE
+
+    assert camera_limits(None) == [] and camera_limits({"shadow_strength": 1.0}) == []
+    assert camera_limits({"blur_sigma": 0.4 * BLUR_MAX, "gamma": 2.2}) == []
+    (blur,) = camera_limits({"blur_sigma": -BLUR_MAX, "gamma": 2.2})
+    assert "blur_sigma ended at the bound" in blur
+    (gamma,) = camera_limits({"blur_sigma": 0.0, "gamma": GAMMA_RANGE[1]})
+    assert "gamma ended at the bound" in gamma
