@@ -320,6 +320,17 @@ class Nuisance:
                 if name in self.params:
                     self.params[name].clamp_(low, high)
 
+    def free(self, name: str) -> torch.Tensor:
+        """Which elements of the learned value ``name`` are free (bool, flat): not at a
+        bound of :data:`BOUNDS`, nor a blur under :data:`BLUR_SHARP` (a sharp image,
+        where the loss is flat in ``blur_sigma``); the uncertainty holds the others."""
+        x = self.params[name].detach().reshape(-1)
+        low, high = BOUNDS.get(name, (-float("inf"), float("inf")))
+        ok = (x > low) & (x < high)
+        if name == "blur_sigma":
+            ok &= x.abs() > BLUR_SHARP
+        return ok
+
     def settle_blur(self) -> None:
         """After the frame-0 calibration: a blur under :data:`BLUR_SHARP` is a sharp
         image, set to exactly 0."""

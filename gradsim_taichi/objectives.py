@@ -436,8 +436,13 @@ def blur_frames(frames: torch.Tensor, sigma: float) -> torch.Tensor:
     if sigma <= 0:
         return frames
     _, h, w, _ = frames.shape
-    # as two small dense matrices (rows, columns): much faster than conv2d in float64
-    rows, cols = (_blur_matrix(n, sigma, frames.dtype) for n in (h, w))
+    return _separable(frames, _blur_matrix(h, sigma, frames.dtype),
+                      _blur_matrix(w, sigma, frames.dtype))
+
+
+def _separable(frames: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """``[F, H, W, C]`` frames filtered along columns by ``rows [H, H]`` and along rows
+    by ``cols [W, W]``: two small dense matrices, much faster than conv2d in float64."""
     img = frames.permute(0, 3, 1, 2)
     return (rows @ img @ cols.T).permute(0, 2, 3, 1)
 
@@ -451,9 +456,8 @@ def heat_blur_frames(frames: torch.Tensor, variance: torch.Tensor) -> torch.Tens
     derivative is ``L / 2``: a learned blur can start sharp (``nuisance`` kind
     ``blur``)."""
     _, h, w, _ = frames.shape
-    rows, cols = (_heat_matrix(n, variance, frames) for n in (h, w))
-    img = frames.permute(0, 3, 1, 2)
-    return (rows @ img @ cols.T).permute(0, 2, 3, 1)
+    return _separable(frames, _heat_matrix(h, variance, frames),
+                      _heat_matrix(w, variance, frames))
 
 
 def _heat_matrix(n: int, variance: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,6 @@ import numpy as np
 import torch
 
 from gradsim_taichi import runtime
-from gradsim_taichi.nuisance import BLUR_SHARP, BOUNDS
 from gradsim_taichi.optimisers import fd_jacobian
 
 MAX_COLUMNS = 32
@@ -176,22 +175,17 @@ def _interval(u, s, untouched, positive) -> dict:
 
 def _free_nuisance(fit):
     """The nuisance tensors, the selection ``[elements, free]`` of their free elements
-    (a bounded value at its bound, :data:`~gradsim_taichi.nuisance.BOUNDS`, and a blur
-    below :data:`~gradsim_taichi.nuisance.BLUR_SHARP` are held) and those elements'
-    labels."""
+    (:meth:`~gradsim_taichi.nuisance.Nuisance.free`: a value at its bound, or a sharp
+    blur, is held) and those elements' labels."""
     nuisance = getattr(fit, "nuisance", None)
     if nuisance is None or not nuisance.params:  # (background alone: solved, not learned)
         return [], None, []
     tensors, free, labels = [], [], []
     for n, t in nuisance.params.items():
-        x = t.detach().reshape(-1).to(torch.float64).cpu().numpy()
-        low, high = BOUNDS.get(n, (-np.inf, np.inf))
-        ok = (x > low) & (x < high)
-        if n == "blur_sigma":  # (a sharp image: the blur at 0, where its square is flat)
-            ok &= np.abs(x) > BLUR_SHARP
+        ok = nuisance.free(n).cpu().numpy()
         tensors.append(t)
         free.append(ok)
-        labels += [n if len(x) == 1 else f"{n}[{e}]" for e in range(len(x)) if ok[e]]
+        labels += [n if len(ok) == 1 else f"{n}[{e}]" for e in range(len(ok)) if ok[e]]
     free = np.concatenate(free)
     return tensors, np.eye(len(free))[:, free], labels
 
