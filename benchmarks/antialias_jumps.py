@@ -13,8 +13,8 @@ centre: continuous by design) or three and more (a junction: a crease meeting a
 silhouette, or three faces meeting at a corner). The pixel-pair anti-aliasing blends a
 pixel with the colour of its neighbour; at a junction that neighbour can show a third
 face, not the one just across the edge, so the blend jumps when the pixels' faces
-change. Jumps make an estimation's loss rough at small parameter changes (see the
-README's "Videos from other engines").
+change. Jumps make an estimation's loss rough at small parameter changes (see
+docs/own_video_measurements.md, "Videos from other engines").
 """
 
 import argparse

@@ -148,10 +148,10 @@ def iters_for(own_video: bool, scene_iters: int, iters: int | None = None,
 
 # what an estimation from a video the engine did not make learns and compares by
 # default (without a mask): the backdrop, the bodies' shadow, the camera's blur and its
-# response, under the robust loss. Path-traced clips of rigid-mass (README, "Estimating
-# from your own video"): the mass 1.7e-2 off (box) with the plain model and the MSE,
-# 2e-4-9e-4 with the backdrop and the shadow; our own render blurred by 1 px 4.7e-3
-# (box) without the blur, 6e-6 with it (a sharp clip's calibration sets it to 0); the
+# response, under the robust loss. Path-traced clips of rigid-mass
+# (docs/own_video_measurements.md): the mass 1.7e-2 off (box) with the plain model and
+# the MSE, 2e-4-9e-4 with the backdrop and the shadow; our own render blurred by 1 px
+# 4.7e-3 (box) without the blur, 6e-6 with it (a sharp clip's calibration sets it to 0); the
 # blur only with the response: on an sRGB clip the blur alone ran to its bound and
 # lost the mass (1.0), the response took it to 8e-5 (1.2e-3 with neither)
 OWN_VIDEO_FIT = ("background", "shadow", "blur", "response")
