@@ -272,7 +272,7 @@ def estimate(
             ``"appearance"`` (object albedo gain, ambient and directional light),
             ``"shadow"`` (the objects' cast shadow and ground occlusion), ``"blur"``
             (the camera's Gaussian blur, its width) and ``"response"`` (the camera's
-            response, ``x^(1/gamma)``); see
+            response, ``(1 + c) x^(1/gamma) - c``); see
             :mod:`gradsim_taichi.nuisance`. Their estimates are in ``nuisance``. Camera
             and appearance are first calibrated on frame 0; with a gradient optimiser
             (not ``"lm"``) the calibrated camera is then held until every frame is

@@ -41,12 +41,13 @@ def camera_limits(nuisance: dict | None) -> list:
     from gradsim_taichi.nuisance import BOUNDS
 
     out = []
-    for name in ("blur_sigma", "gamma"):
+    # (a sharp image's blur is 0 and a power law's offset is 0: at those bounds by design)
+    for name, both_ends in (("blur_sigma", False), ("gamma", True), ("response_offset", False)):
         if nuisance is None or name not in nuisance:
             continue
         low, high = BOUNDS[name]
         value = abs(nuisance[name]) if name == "blur_sigma" else nuisance[name]
-        if value <= low or value >= high:
+        if (both_ends and value <= low) or value >= high:
             out.append(f"the camera's {name} ended at the bound of its range "
                        f"({value:.4g}, range {low:g}..{high:g}): the video differs from the "
                        "model's image in a way it could not absorb (another tone curve, a "

@@ -57,13 +57,18 @@ that the optimiser learns together with the physical ones; none changes the simu
   0.56 px). With ``background``, the objects' layer and their shadow are blurred and
   the background is solved as the video shows it. At most :data:`BLUR_MAX`.
 - ``response``: the camera's response to light: the model's linear image is recorded
-  as ``x^(1/gamma)`` (``gamma`` from 1: linear; within :data:`GAMMA_RANGE`), after the
-  blur. Cameras and most renderers' 8-bit files store sRGB (close to gamma 2.2), the
-  model's shading is linear: on Mitsuba's frames of the box put through the sRGB curve
-  the mass came out 3.4e-2 off with the backdrop, shadow and blur fitted. With
+  as ``(1 + c) x^(1/gamma) - c`` (``gamma`` from 1: linear, within :data:`GAMMA_RANGE`;
+  the offset ``c``, ``response_offset``, from 0 within :data:`RESPONSE_OFFSET_RANGE`),
+  after the blur. The family holds a plain power law (``c = 0``), sRGB (``gamma`` 2.4,
+  ``c`` 0.055) and BT.709 (1/0.45, 0.099), but for their linear toes near black.
+  Cameras and most renderers' 8-bit files store sRGB, the model's shading is linear: on
+  Mitsuba's frames of the box put through the sRGB curve the mass came out 3.4e-2 off
+  with the backdrop, shadow and blur fitted; the power law alone took the cone to
+  3.9e-3, with the offset learned 1.5e-3 (``gamma`` 2.40, ``c`` 0.051). With
   ``background`` the objects' layer is composited over the solved background in the
-  recorded values, ``alpha * response(colour)``, and a shadow's factor on the
-  background becomes its power (exact for a power law, but at the edges).
+  recorded values, ``alpha * response(colour)``, and a shadow's factor ``s`` on the
+  background ``b`` gives ``(b + c) s^(1/gamma) - c`` (exact for this family, but at the
+  edges).
 
 The uncertainty reported at the end leaves the nuisance values free (their elements are
 columns of its Jacobian; see :func:`gradsim_taichi.uncertainty.local_uncertainty`).
@@ -106,12 +111,16 @@ BLUR_MAX = 3.0
 GAMMA_RANGE = (0.5, 3.0)
 # the darkest linear value the response is taken at (x^(1/gamma) is steep at 0)
 RESPONSE_FLOOR = 1e-4
+# the response's offset (kind "response"): from 0 (a power law), within these (sRGB's
+# is 0.055, BT.709's 0.099)
+RESPONSE_OFFSET_RANGE = (0.0, 0.2)
 # the parameters used within bounds (see Nuisance.project)
 BOUNDS = {"shadow_strength": (0.0, 1.0), "occlusion_strength": (0.0, 1.0),
-          "blur_sigma": (-BLUR_MAX, BLUR_MAX), "gamma": GAMMA_RANGE}
+          "blur_sigma": (-BLUR_MAX, BLUR_MAX), "gamma": GAMMA_RANGE,
+          "response_offset": RESPONSE_OFFSET_RANGE}
 # the learned values each kind adds (the background is solved, not learned)
 UNKNOWNS = {"camera": 6, "background": 0, "appearance": 7, "shadow": 4, "blur": 1,
-            "response": 1}
+            "response": 2}
 
 
 def parse_fit(fit) -> tuple:
@@ -204,6 +213,7 @@ class Nuisance:
             self.params["blur_sigma"] = learned(BLUR_START)
         if "response" in self.kinds:
             self.params["gamma"] = learned(1.0)
+            self.params["response_offset"] = learned(0.0)
         self.target = target[..., :3]
         self.plate = None
         self.background = None  # the last background used (for the report)
@@ -349,9 +359,14 @@ class Nuisance:
 
     def response(self, linear: torch.Tensor) -> torch.Tensor:
         """The camera's response to linear light (unchanged without the kind
-        ``response``): ``x^(1/gamma)``, below :data:`RESPONSE_FLOOR` linear."""
+        ``response``): ``(1 + c) x^(1/gamma) - c``."""
         if "response" not in self.kinds:
             return linear
+        c = self.params["response_offset"].clamp(*RESPONSE_OFFSET_RANGE)
+        return (1.0 + c) * self._power(linear) - c
+
+    def _power(self, linear: torch.Tensor) -> torch.Tensor:
+        """``x^(1/gamma)``, below :data:`RESPONSE_FLOOR` linear."""
         g = self.params["gamma"].clamp(*GAMMA_RANGE)
         x = linear.clamp(min=RESPONSE_FLOOR)
         return torch.where(linear > RESPONSE_FLOOR, x ** (1.0 / g),
@@ -447,11 +462,16 @@ class Nuisance:
                            True)
         # (the background is solved as the video shows it: blurred and through the
         # camera's response already; the objects' layer is composited over it there, and
-        # a shadow's factor on it, through a power law, is the factor's power)
+        # a shadow's factor s on it, b, is (b + c) s^(1/gamma) - c through the response)
         out = self.blur(r([verts[k] for k in moving]))
         alpha = out[..., 3:]
-        w = (1.0 - alpha) * self.response(self.blur(shade))
+        shade = self.blur(shade)
         layer = self.layer_response(out[..., :3], alpha)
+        if "response" in self.kinds:
+            shade = self._power(shade)
+            c = self.params["response_offset"].clamp(*RESPONSE_OFFSET_RANGE)
+            layer = layer + (1.0 - alpha) * c * (shade - 1.0)
+        w = (1.0 - alpha) * shade
         rgb = layer + w * self.solve_background(layer, w, frame_ids)
         return torch.cat([rgb, alpha if coverage else torch.ones_like(alpha)], -1)
 

@@ -89,7 +89,8 @@ def test_each_kind_learns_as_many_values_as_the_optimiser_choice_counts():
 GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02, 0.01, -0.03],
            "albedo_gain": [0.9, 1.1, 1.05], "ambient": 0.45, "light_intensity": 0.55,
            "light_direction": [0.1, -0.05], "shadow_strength": 0.4,
-           "occlusion_strength": [0.3, 0.2, 0.35], "blur_sigma": 0.8, "gamma": 1.7}
+           "occlusion_strength": [0.3, 0.2, 0.35], "blur_sigma": 0.8, "gamma": 1.7,
+           "response_offset": 0.06}
 
 
 @pytest.mark.parametrize("mode, kinds, rtol", [
@@ -338,8 +339,8 @@ def test_calibration_recovers_a_moved_camera_from_the_first_frame():
 def test_calibration_recovers_the_cameras_blur_and_response_from_the_first_frame(
         monkeypatch):
     """A clip blurred by the camera and recorded through its response (here our own
-    render, blurred by a known variance, then to the power 1 / 2.2): the first frame
-    gives both back."""
+    render, blurred by a known variance, then through an sRGB-like curve
+    ``1.055 x^(1/2.4) - 0.055``): the first frame gives all three back."""
     from gradsim_taichi import fit
     from gradsim_taichi.estimation import estimate, render_target
     from gradsim_taichi.objectives import heat_blur_frames
@@ -349,11 +350,13 @@ def test_calibration_recovers_the_cameras_blur_and_response_from_the_first_frame
     scene = _scene(size=24, frames=2)
     linear = heat_blur_frames(render_target(scene)[..., :3], torch.tensor(0.8, dtype=f64))
     assert float(linear.min()) > 1e-4  # (where the response is the power law)
-    r = estimate(scene, linear ** (1 / 2.2), fit="blur,response", iters=1, progress=False,
+    recorded = 1.055 * linear ** (1 / 2.4) - 0.055
+    r = estimate(scene, recorded, fit="blur,response", iters=1, progress=False,
                  uncertainty=False, init={"mass": float(scene.params["mass"].true)})
     calib = r.stages[0]
     assert abs(calib["nuisance"]["blur_sigma"]) == pytest.approx(0.8 ** 0.5, rel=1e-6)
-    assert calib["nuisance"]["gamma"] == pytest.approx(2.2, rel=1e-6)
+    assert calib["nuisance"]["gamma"] == pytest.approx(2.4, rel=1e-6)
+    assert calib["nuisance"]["response_offset"] == pytest.approx(0.055, rel=1e-6)
     assert calib["loss_after"] < 1e-12 * calib["loss_before"]
 
 
@@ -477,11 +480,17 @@ def test_a_camera_value_at_its_bound_is_warned_of():
     """The blur or the response at the end of its range: the video differs from the
     model in a way they absorbed as far as they could."""
     from gradsim_taichi.estimation_warnings import camera_limits
-    from gradsim_taichi.nuisance import BLUR_MAX, GAMMA_RANGE
+    from gradsim_taichi.nuisance import BLUR_MAX, GAMMA_RANGE, RESPONSE_OFFSET_RANGE
 
     assert camera_limits(None) == [] and camera_limits({"shadow_strength": 1.0}) == []
+    # (a sharp clip's blur and a power law's offset sit at 0 by design)
+    assert camera_limits({"blur_sigma": 0.0, "gamma": 2.2, "response_offset": 0.0}) == []
     assert camera_limits({"blur_sigma": 0.4 * BLUR_MAX, "gamma": 2.2}) == []
     (blur,) = camera_limits({"blur_sigma": -BLUR_MAX, "gamma": 2.2})
     assert "blur_sigma ended at the bound" in blur
     (gamma,) = camera_limits({"blur_sigma": 0.0, "gamma": GAMMA_RANGE[1]})
     assert "gamma ended at the bound" in gamma
+    (gamma,) = camera_limits({"gamma": GAMMA_RANGE[0]})
+    assert "gamma ended at the bound" in gamma
+    (offset,) = camera_limits({"gamma": 2.2, "response_offset": RESPONSE_OFFSET_RANGE[1]})
+    assert "response_offset ended at the bound" in offset
