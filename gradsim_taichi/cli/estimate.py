@@ -103,7 +103,8 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "the light, and their ambient occlusion of the ground: the two "
                         "strengths), blur (the camera's: a Gaussian's width in pixels, 0 "
                         "for a sharp clip), response (the camera's: (1 + c) x^(1/gamma) - c, "
-                        "gamma 1 and c 0 linear, about 2.4 and 0.055 for sRGB files); none: only the physical ones. "
+                        "gamma 1 and c 0 linear, about 2.4 and 0.055 for sRGB files); "
+                        "none: only the physical ones. "
                         "Default with --target and no mask: background,shadow,blur,response "
                         "(shadow where the scene has a "
                         "directional light and a ground), else none")
