@@ -123,26 +123,30 @@ OWN_VIDEO_RESTARTS = 3
 # default: its nuisance parameters and a foreign image need more than a preset's own
 # target (a path-traced L-shape's mass: 5.9e-4 after rigid-mass's 12, 3.8e-4 after 30)
 OWN_VIDEO_MIN_ITERS = 30
-# ... and when it learns the camera or the light (fit camera or appearance): L-BFGS
-# converged in 32-62 iterations with a moved camera, 43-52 with Mitsuba's light brighter
-# than the model's (a path-traced L-shape: 3.0e-3 after 30, 9.2e-5 once converged). A run
-# stops early once converged, so the cap costs nothing then
+# ... and when it learns the camera, the light or the camera's blur and response (fit
+# camera, appearance, blur or response): L-BFGS converged in 32-62 iterations with a
+# moved camera, 43-52 with Mitsuba's light brighter than the model's (a path-traced
+# L-shape: 3.0e-3 after 30, 9.2e-5 once converged), 26-80 with the blur and response
+# (path-traced box 4 kg 6.5e-4 after 30, 2.2e-4 after 80; 6 kg cylinder 2.9e-3 and
+# 2.1e-3). A run stops early once converged, so the cap costs nothing then
 LEARNED_VIEW_MIN_ITERS = 80
+# the kinds of fit that learn how the scene is seen (see LEARNED_VIEW_MIN_ITERS)
+VIEW_KINDS = {"camera", "appearance", "blur", "response"}
 
 
 def iters_for(own_video: bool, scene_iters: int, iters: int | None = None,
               fit=None) -> int:
     """The iterations of an estimation: ``iters`` if given, at least
     :data:`OWN_VIDEO_MIN_ITERS` for a video the engine did not make
-    (:data:`LEARNED_VIEW_MIN_ITERS` when ``fit`` learns the camera or the light), else
-    the scene's."""
+    (:data:`LEARNED_VIEW_MIN_ITERS` when ``fit`` learns how the scene is seen,
+    :data:`VIEW_KINDS`), else the scene's."""
     if iters is not None:
         return iters
     if not own_video:
         return scene_iters
     from gradsim_taichi.nuisance import parse_fit
 
-    view = {"camera", "appearance"} & set(parse_fit(fit))
+    view = VIEW_KINDS & set(parse_fit(fit))
     return max(scene_iters, LEARNED_VIEW_MIN_ITERS if view else OWN_VIDEO_MIN_ITERS)
 
 
