@@ -362,8 +362,12 @@ class Nuisance:
         ``response``): ``(1 + c) x^(1/gamma) - c``."""
         if "response" not in self.kinds:
             return linear
-        c = self.params["response_offset"].clamp(*RESPONSE_OFFSET_RANGE)
+        c = self._offset()
         return (1.0 + c) * self._power(linear) - c
+
+    def _offset(self) -> torch.Tensor:
+        """The response's offset ``c``, within :data:`RESPONSE_OFFSET_RANGE`."""
+        return self.params["response_offset"].clamp(*RESPONSE_OFFSET_RANGE)
 
     def _power(self, linear: torch.Tensor) -> torch.Tensor:
         """``x^(1/gamma)``, below :data:`RESPONSE_FLOOR` linear."""
@@ -469,8 +473,7 @@ class Nuisance:
         layer = self.layer_response(out[..., :3], alpha)
         if "response" in self.kinds:
             shade = self._power(shade)
-            c = self.params["response_offset"].clamp(*RESPONSE_OFFSET_RANGE)
-            layer = layer + (1.0 - alpha) * c * (shade - 1.0)
+            layer = layer + (1.0 - alpha) * self._offset() * (shade - 1.0)
         w = (1.0 - alpha) * shade
         rgb = layer + w * self.solve_background(layer, w, frame_ids)
         return torch.cat([rgb, alpha if coverage else torch.ones_like(alpha)], -1)
