@@ -91,12 +91,6 @@ def init(
         ti.reset()
     # "auto" asks for CUDA only when a driver is there, so CPU machines stay quiet.
     wanted = ti.cuda if arch == "cuda" or (arch == "auto" and cuda_driver_present()) else ti.cpu
-    if wanted == ti.cpu:
-        # Taichi's control-flow-graph passes (store forwarding, dead stores) cost a third
-        # to a half of compiling the engine's kernels and nothing measurable at run time
-        # on the CPU, where LLVM does the same work (profile_estimation.py, three presets,
-        # no cache: 88 -> 54 s in all, the same seconds per iteration); not tried on CUDA
-        kwargs["cfg_optimization"] = False
     with contextlib.redirect_stdout(io.StringIO()):  # Taichi prints "Starting on arch=..."
         ti.init(arch=wanted, **kwargs)
     got = ti.lang.impl.current_cfg().arch
