@@ -394,7 +394,8 @@ def estimate(
     # (a run that hold_flight ended after the pre-contact stage is complete)
     ended = hold is not None and not set(job.free()) & set(names)
     result.warnings = [] if ended else finished_run_warnings(result, stages)
-    result.warnings += camera_limits(result.nuisance if nuisance is not None else None)
+    result.warnings += camera_limits(result.nuisance if nuisance is not None else None,
+                                     nuisance.bounds if nuisance is not None else None)
     if contact_note:
         result.warnings.append(contact_note)
     result.stages = job.stage_log + [dict(stages.stage_of(max(run.iterations - 1, 0)),

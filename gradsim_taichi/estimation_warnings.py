@@ -33,19 +33,32 @@ def contact_pull(flight: dict, final: dict) -> list:
     return out
 
 
-def camera_limits(nuisance: dict | None) -> list:
-    """A warning for the camera's blur or response (``fit``) when it ended at a bound
-    of its range: the clip differs from the model in some way those values absorbed as
-    far as they could (on an sRGB clip fitted without the response the blur ran to its
-    bound and the mass was lost)."""
-    from gradsim_taichi.nuisance import BOUNDS
+def camera_limits(nuisance: dict | None, bounds: dict | None = None) -> list:
+    """A warning for the camera's pose correction, blur or response (``fit``) when it
+    ended at a bound of its range (``bounds``: :attr:`Nuisance.bounds
+    <gradsim_taichi.nuisance.Nuisance.bounds>`; default
+    :data:`~gradsim_taichi.nuisance.BOUNDS`): the clip differs from the model in some
+    way those values absorbed as far as they could (on an sRGB clip fitted without the
+    response the blur ran to its bound and the mass was lost)."""
+    from gradsim_taichi.nuisance import BOUNDS, CAMERA_PARAMS
 
+    bounds = BOUNDS if bounds is None else bounds
     out = []
+    for name in CAMERA_PARAMS:
+        if nuisance is None or name not in nuisance or name not in bounds:
+            continue
+        high = bounds[name][1]
+        if float(np.abs(np.asarray(nuisance[name])).max()) >= high * (1.0 - 1e-9):
+            out.append(f"the camera's pose correction {name} ended at the bound of its "
+                       f"range (+-{high:.3g} in a component): the camera is further off "
+                       "than a small correction, or the fit ran away from it; check the "
+                       "scene file's camera against the video before trusting the "
+                       "estimate")
     # (a sharp image's blur is 0 and a power law's offset is 0: at those bounds by design)
     for name, both_ends in (("blur_sigma", False), ("gamma", True), ("response_offset", False)):
         if nuisance is None or name not in nuisance:
             continue
-        low, high = BOUNDS[name]
+        low, high = bounds[name]
         value = abs(nuisance[name]) if name == "blur_sigma" else nuisance[name]
         if (both_ends and value <= low) or value >= high:
             out.append(f"the camera's {name} ended at the bound of its range "

@@ -8,8 +8,9 @@ that the optimiser learns together with the physical ones; none changes the simu
 
 - ``camera``: a small pose correction, ``camera_rotation`` (an axis-angle vector, radians,
   applied to the camera frame) and ``camera_translation`` (metres, in the camera frame),
-  both starting at zero: ``R = exp([w]x) R0``, ``t = exp([w]x) t0 + d``. The intrinsics
-  are kept.
+  both starting at zero: ``R = exp([w]x) R0``, ``t = exp([w]x) t0 + d``, each component
+  within :data:`CAMERA_TURN_MAX` radians and :data:`CAMERA_SHIFT_MAX` of the camera's
+  distance from the origin (:attr:`Nuisance.bounds`). The intrinsics are kept.
 - ``background``: the stage is not drawn; the objects are composited over a static
   background image, ``image = objects + (1 - coverage) * background``. Given a plate
   (``estimate(background=...)``, the CLI's ``--background-plate``) the background is
@@ -116,7 +117,14 @@ RESPONSE_FLOOR = 1e-4
 # the response's offset (kind "response"): from 0 (a power law), within these (sRGB's
 # is 0.055, BT.709's 0.099)
 RESPONSE_OFFSET_RANGE = (0.0, 0.2)
-# the parameters used within bounds (see Nuisance.project)
+# the camera's pose correction (kind "camera"): each rotation component within this
+# (radians, ~6 degrees), each translation component within this fraction of the
+# camera's distance from the world's origin: a small correction. Unbounded, a
+# path-traced box's fit with the backdrop solved turned the camera by 0.39 rad and
+# lost the mass (1.6 off; the solved background fits any view of the static stage)
+CAMERA_TURN_MAX = 0.1
+CAMERA_SHIFT_MAX = 0.1
+# the parameters used within bounds (see Nuisance.project; the camera's: Nuisance.bounds)
 BOUNDS = {"shadow_strength": (0.0, 1.0), "occlusion_strength": (0.0, 1.0),
           "blur_sigma": (-BLUR_MAX, BLUR_MAX), "gamma": GAMMA_RANGE,
           "response_offset": RESPONSE_OFFSET_RANGE}
@@ -190,9 +198,13 @@ class Nuisance:
         def learned(value):
             return torch.as_tensor(value, dtype=dt, device=dev).clone().requires_grad_(True)
 
+        self.bounds = dict(BOUNDS)
         if "camera" in self.kinds:
             for name in CAMERA_PARAMS:  # axis-angle (radians), metres
                 self.params[name] = learned([0.0, 0.0, 0.0])
+            shift = CAMERA_SHIFT_MAX * float(scene.camera.world_to_camera()[1].detach().norm())
+            self.bounds["camera_rotation"] = (-CAMERA_TURN_MAX, CAMERA_TURN_MAX)
+            self.bounds["camera_translation"] = (-shift, shift)
         lights = scene.renderer.lights
         self.ambient = next((lt for lt in lights if isinstance(lt, AmbientLight)), None)
         self.sun = next((lt for lt in lights if isinstance(lt, DirectionalLight)), None)
@@ -323,21 +335,21 @@ class Nuisance:
         return cast * (1.0 - a * self.occlusion(camera, [verts[k] for k in moving]))
 
     def project(self) -> None:
-        """Put the bounded values (:data:`BOUNDS`) back within their bounds after an
+        """Put the bounded values (:attr:`bounds`) back within their bounds after an
         optimiser step (projected descent): an early step below 0, taken while the body
         was still far from its target, otherwise left the occlusion out of a whole
         run."""
         with torch.no_grad():
-            for name, (low, high) in BOUNDS.items():
+            for name, (low, high) in self.bounds.items():
                 if name in self.params:
                     self.params[name].clamp_(low, high)
 
     def free(self, name: str) -> torch.Tensor:
         """Which elements of the learned value ``name`` are free (bool, flat): not at a
-        bound of :data:`BOUNDS`, nor a blur under :data:`BLUR_SHARP` (a sharp image,
+        bound of :attr:`bounds`, nor a blur under :data:`BLUR_SHARP` (a sharp image,
         where the loss is flat in ``blur_sigma``); the uncertainty holds the others."""
         x = self.params[name].detach().reshape(-1)
-        low, high = BOUNDS.get(name, (-float("inf"), float("inf")))
+        low, high = self.bounds.get(name, (-float("inf"), float("inf")))
         ok = (x > low) & (x < high)
         if name == "blur_sigma":
             ok &= x.abs() > BLUR_SHARP

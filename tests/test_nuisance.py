@@ -526,3 +526,35 @@ def test_a_camera_value_at_its_bound_is_warned_of():
     assert "gamma ended at the bound" in gamma
     (offset,) = camera_limits({"gamma": 2.2, "response_offset": RESPONSE_OFFSET_RANGE[1]})
     assert "response_offset ended at the bound" in offset
+
+
+def test_the_camera_correction_stays_small_and_its_bound_is_warned_of():
+    """The pose correction is kept within CAMERA_TURN_MAX radians and CAMERA_SHIFT_MAX of
+    the camera's distance per component (projected; an element at its bound is not free),
+    and a run that ends there is warned of."""
+    from gradsim_taichi.estimation_warnings import camera_limits
+    from gradsim_taichi.nuisance import CAMERA_SHIFT_MAX, CAMERA_TURN_MAX
+
+    scene = _scene(frames=1, size=8)
+    nu = Nuisance(scene, ("camera", "blur"), torch.zeros(2, 8, 8, 3, dtype=f64))
+    distance = float(scene.camera.world_to_camera()[1].norm())
+    assert distance > 1.0
+    with torch.no_grad():
+        nu.params["camera_rotation"].copy_(torch.tensor([0.05, -0.4, 0.2], dtype=f64))
+        nu.params["camera_translation"].copy_(torch.tensor([0.0, 1.0, -0.01], dtype=f64))
+    nu.project()
+    shift = CAMERA_SHIFT_MAX * distance
+    assert nu.params["camera_rotation"].tolist() == pytest.approx(
+        [0.05, -CAMERA_TURN_MAX, CAMERA_TURN_MAX])
+    assert nu.params["camera_translation"].tolist() == pytest.approx([0.0, shift, -0.01])
+    assert nu.free("camera_rotation").tolist() == [True, False, False]
+    assert nu.free("camera_translation").tolist() == [True, False, True]
+    turned, shifted = camera_limits(nu.report(), nu.bounds)
+    assert "camera_rotation ended at the bound" in turned
+    assert "camera_translation ended at the bound" in shifted
+    with torch.no_grad():
+        nu.params["camera_rotation"].mul_(0.5)
+    assert camera_limits(nu.report(), nu.bounds) == [shifted]
+    with torch.no_grad():
+        nu.params["camera_translation"].mul_(0.5)
+    assert camera_limits(nu.report(), nu.bounds) == []
