@@ -10,7 +10,8 @@ that the optimiser learns together with the physical ones; none changes the simu
   applied to the camera frame) and ``camera_translation`` (metres, in the camera frame),
   both starting at zero: ``R = exp([w]x) R0``, ``t = exp([w]x) t0 + d``, each component
   within :data:`CAMERA_TURN_MAX` radians and :data:`CAMERA_SHIFT_MAX` of the camera's
-  distance from the origin (:attr:`Nuisance.bounds`). The intrinsics are kept.
+  distance from the origin or of 1 m if more (:attr:`Nuisance.bounds`). The intrinsics
+  are kept.
 - ``background``: the stage is not drawn; the objects are composited over a static
   background image, ``image = objects + (1 - coverage) * background``. Given a plate
   (``estimate(background=...)``, the CLI's ``--background-plate``) the background is
@@ -119,7 +120,7 @@ RESPONSE_FLOOR = 1e-4
 RESPONSE_OFFSET_RANGE = (0.0, 0.2)
 # the camera's pose correction (kind "camera"): each rotation component within this
 # (radians, ~6 degrees), each translation component within this fraction of the
-# camera's distance from the world's origin: a small correction. Unbounded, a
+# camera's distance from the world's origin (or of 1 m, if more): a small correction. Unbounded, a
 # path-traced box's fit with the backdrop solved turned the camera by 0.39 rad and
 # lost the mass (1.6 off; the solved background fits any view of the static stage)
 CAMERA_TURN_MAX = 0.1
@@ -202,7 +203,9 @@ class Nuisance:
         if "camera" in self.kinds:
             for name in CAMERA_PARAMS:  # axis-angle (radians), metres
                 self.params[name] = learned([0.0, 0.0, 0.0])
-            shift = CAMERA_SHIFT_MAX * float(scene.camera.world_to_camera()[1].detach().norm())
+            # (at least 1 m: a camera at the world's origin, an identity extrinsic)
+            shift = CAMERA_SHIFT_MAX * max(
+                float(scene.camera.world_to_camera()[1].detach().norm()), 1.0)
             self.bounds["camera_rotation"] = (-CAMERA_TURN_MAX, CAMERA_TURN_MAX)
             self.bounds["camera_translation"] = (-shift, shift)
         lights = scene.renderer.lights
@@ -443,8 +446,9 @@ class Nuisance:
         return total[..., None]
 
     def solve_background(self, rgb0, w, frame_ids) -> torch.Tensor:
-        """The background ``[H, W, 3]`` that best explains the compared frames given the
-        objects' premultiplied colour ``rgb0`` and the weight ``w`` the background shows
+        """The background ``[H, W, 3]``, in linear light, that best explains the compared
+        frames (through the response's inverse, :meth:`linear`) given the objects'
+        premultiplied linear colour ``rgb0`` and the weight ``w`` the background shows
         with (``1 - coverage``, darkened by the shadow), or the plate."""
         if self.plate is not None:
             return self.linear(self.plate)
