@@ -120,9 +120,10 @@ RESPONSE_FLOOR = 1e-4
 RESPONSE_OFFSET_RANGE = (0.0, 0.2)
 # the camera's pose correction (kind "camera"): each rotation component within this
 # (radians, ~6 degrees), each translation component within this fraction of the
-# camera's distance from the world's origin (or of 1 m, if more): a small correction. Unbounded, a
-# path-traced box's fit with the backdrop solved turned the camera by 0.39 rad and
-# lost the mass (1.6 off; the solved background fits any view of the static stage)
+# camera's distance from the world's origin (or of 1 m, if more): a small correction.
+# Unbounded, a path-traced box's fit with the backdrop solved turned the camera by
+# 0.39 rad and lost the mass (1.6 off; the solved background fits any view of the
+# static stage)
 CAMERA_TURN_MAX = 0.1
 CAMERA_SHIFT_MAX = 0.1
 # the parameters used within bounds (see Nuisance.project; the camera's: Nuisance.bounds)

@@ -558,3 +558,12 @@ def test_the_camera_correction_stays_small_and_its_bound_is_warned_of():
     with torch.no_grad():
         nu.params["camera_translation"].mul_(0.5)
     assert camera_limits(nu.report(), nu.bounds) == []
+    # a camera at the world's origin (an identity extrinsic) may still move by 10% of 1 m
+    from gradsim_taichi.render import Camera
+
+    cam = scene.camera
+    scene.camera = Camera.from_extrinsic(torch.eye(4, dtype=f64), *cam.intrinsics(),
+                                         cam.width, cam.height, cam.near, cam.far)
+    at_origin = Nuisance(scene, ("camera",), torch.zeros(2, 8, 8, 3, dtype=f64))
+    assert at_origin.bounds["camera_translation"] == pytest.approx(
+        (-CAMERA_SHIFT_MAX, CAMERA_SHIFT_MAX))
