@@ -136,3 +136,8 @@ def test_scene_check_warns_of_a_body_below_the_ground_or_out_of_view(tmp_path, c
     (tmp_path / "s.toml").write_text(text)
     assert main(["scene", "check", str(tmp_path / "s.toml")]) == 0
     assert "warning" not in capsys.readouterr().out
+    # a variant of the file's [shapes] table is checked as chosen, an unknown one named
+    assert main(["scene", "check", str(tmp_path / "s.toml"), "--shape", "cone"]) == 0
+    assert "objects[0]: rigid cone" in capsys.readouterr().out
+    assert main(["scene", "check", str(tmp_path / "s.toml"), "--shape", "cube"]) == 2
+    assert "cube" in _err(capsys)

@@ -32,6 +32,8 @@ def add_scene_parser(sub, help_line: str) -> None:
                                            "mesh files, the bodies) and list what it "
                                            "describes; exit 2 with the first error.")
     check.add_argument("file", help="the scene file (TOML)")
+    check.add_argument("--shape", default=None,
+                       help="check this variant of the file's [shapes] table instead")
     check.set_defaults(func=cmd_scene_check)
 
 
