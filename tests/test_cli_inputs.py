@@ -141,3 +141,16 @@ def test_scene_check_warns_of_a_body_below_the_ground_or_out_of_view(tmp_path, c
     assert "objects[0]: rigid cone" in capsys.readouterr().out
     assert main(["scene", "check", str(tmp_path / "s.toml"), "--shape", "cube"]) == 2
     assert "cube" in _err(capsys)
+
+
+def test_the_benchmarks_scene_file_checks_with_every_shape_it_adds(capsys):
+    """benchmarks/scenes/other-camera.toml (foreign_targets.py --scene): its sphere and
+    mesh-file variants read, build in view and above the ground."""
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "scenes" / "other-camera.toml"
+    for shape, shown in [("sphere", "rigid sphere"), ("rock", "rock.obj"),
+                         ("capsule", "capsule.obj")]:
+        assert main(["scene", "check", str(path), "--shape", shape]) == 0
+        printed = capsys.readouterr().out
+        assert shown in printed and "80x60 px" in printed and "warning" not in printed
