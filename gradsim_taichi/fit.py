@@ -141,7 +141,9 @@ class Fit:
         vals = self.values()
         # the rollout stops at the last frame compared (a horizon stage fits early frames)
         last = max(int(frame_ids.max()), 1)
-        out = None if self._out_of_domain(vals) else self.scene.simulate(vals, last)
+        drawable = self.nuisance is None or self.nuisance.drawable()
+        out = (None if self._out_of_domain(vals) or not drawable
+               else self.scene.simulate(vals, last))
         if out is None or not all(torch.isfinite(x).all() for x in out.values()):
             return None
         if self.supervision == "3d":

@@ -224,6 +224,10 @@ class Nuisance:
             if not casts_shadows(scene):
                 raise ValueError("fit 'shadow' needs a directional light and a ground plane "
                                  "(the shadow is cast along the light onto the ground)")
+            if not self.light_shines_down():
+                raise ValueError("fit 'shadow': the directional light must shine downwards "
+                                 f"(direction {self.sun.direction.tolist()}) to cast a "
+                                 "shadow on the ground")
             self.ground_height = scene.sim.model.ground.height
             self.params["shadow_strength"] = learned(0.0)
             self.params["occlusion_strength"] = learned([0.0, 0.0, 0.0])  # RGB
@@ -283,6 +287,18 @@ class Nuisance:
         off = self.params["light_direction"]
         return d0 + off[0] * e1 + off[1] * e2
 
+    def light_shines_down(self) -> bool:
+        """Whether the directional light shines downwards (more than ~3 degrees below
+        the horizon), as the kind ``shadow`` needs to cast a shadow on the ground."""
+        d = self.light_direction().detach() if self.sun is not None else None
+        return d is not None and float(d[1]) < -0.05 * float(d.norm())
+
+    def drawable(self) -> bool:
+        """Whether the model can draw at the current values: a trial step of
+        ``appearance``'s light direction can turn the light up, where ``shadow`` has no
+        shadow to cast (the fit treats it as a step too far, not as an error)."""
+        return "shadow" not in self.kinds or self.light_shines_down()
+
     def lights(self) -> list:
         lights = self.scene.renderer.lights
         if "appearance" not in self.kinds:
@@ -320,11 +336,11 @@ class Nuisance:
         the objects: 1 where no shadow falls (1 everywhere without the kind ``shadow``)."""
         if "shadow" not in self.kinds:
             return torch.ones((), dtype=runtime.torch_dtype(), device=runtime.torch_device())
-        d = self.light_direction()
-        if float(d[1].detach()) > -0.05 * float(d.detach().norm()):
+        if not self.light_shines_down():
             raise ValueError("fit 'shadow': the directional light must shine downwards "
-                             f"(direction {d.detach().tolist()}) to cast a shadow on the "
-                             "ground")
+                             f"(direction {self.light_direction().detach().tolist()}) to "
+                             "cast a shadow on the ground")
+        d = self.light_direction()
         h = self.ground_height
         # each vertex moved along the light onto the ground plane y = h
         flat = [verts[k] - ((verts[k][..., 1:2] - h) / d[1]) * d for k in moving]

@@ -185,6 +185,39 @@ def test_the_shadow_falls_along_the_light_onto_the_ground(direction):
     assert float(shade.min()) >= 0.4 - 1e-9 and float(shade.max()) <= 1.0 + 1e-9
 
 
+def test_a_light_turned_up_is_a_step_too_far_not_an_error():
+    """``appearance`` learns the light's direction; a line-search trial that turns it
+    up, where ``shadow`` has no shadow to cast, gets the fit's penalty (a ValueError
+    there ended a path-traced box's run mid-way); a scene lit from below is named when
+    the fit is set up."""
+    from gradsim_taichi.fit import Fit
+    from gradsim_taichi.objectives import Stages, get_loss
+    from gradsim_taichi.render import DirectionalLight
+
+    scene = _scene(frames=2)
+    target = scene.render(_truth_outputs(scene))
+    nu = Nuisance(scene, ("appearance", "shadow"), target)
+    fit = Fit(scene, target, ["mass"], {"mass": 5.0}, "lbfgs", 1.0, 1,
+              Stages(scene.frames), 0.0, "video", get_loss("mse"), 0.0, nuisance=nu)
+    ids = torch.arange(scene.frames + 1)
+    assert nu.drawable() and fit.predict(ids) is not None
+    with torch.no_grad():  # offsets across the light: 10x its length, upwards
+        d0 = nu.light_direction().clone()
+        nu.params["light_direction"].copy_(torch.tensor([10.0, 0.0], dtype=f64))
+        e1 = nu.light_direction() - d0
+        nu.params["light_direction"].copy_(torch.tensor([10.0 if e1[1] > 0 else -10.0, 0.0],
+                                                        dtype=f64))
+    assert float(nu.light_direction().detach()[1]) > 0 and not nu.drawable()
+    assert fit.predict(ids) is None
+    value = fit.objective()
+    assert float(value) >= 1e6 and torch.isfinite(value)
+    scene.renderer.lights = [lt if not isinstance(lt, DirectionalLight) else
+                             DirectionalLight((0.0, 1.0, 0.0), lt.intensity, lt.color)
+                             for lt in scene.renderer.lights]
+    with pytest.raises(ValueError, match="must shine downwards"):
+        Nuisance(scene, ("shadow",), target)
+
+
 def _ball(centre, r):
     """Six vertices ``[1, 6, 3]`` at distance ``r`` from ``centre`` along the axes: their
     mean is the centre, their root-mean-square distance from it ``r``."""
