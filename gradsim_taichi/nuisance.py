@@ -224,10 +224,7 @@ class Nuisance:
             if not casts_shadows(scene):
                 raise ValueError("fit 'shadow' needs a directional light and a ground plane "
                                  "(the shadow is cast along the light onto the ground)")
-            if not self.light_shines_down():
-                raise ValueError("fit 'shadow': the directional light must shine downwards "
-                                 f"(direction {self.sun.direction.tolist()}) to cast a "
-                                 "shadow on the ground")
+            self._check_light_shines_down()
             self.ground_height = scene.sim.model.ground.height
             self.params["shadow_strength"] = learned(0.0)
             self.params["occlusion_strength"] = learned([0.0, 0.0, 0.0])  # RGB
@@ -293,6 +290,12 @@ class Nuisance:
         d = self.light_direction().detach() if self.sun is not None else None
         return d is not None and float(d[1]) < -0.05 * float(d.norm())
 
+    def _check_light_shines_down(self) -> None:
+        if not self.light_shines_down():
+            raise ValueError("fit 'shadow': the directional light must shine downwards "
+                             f"(direction {self.light_direction().detach().tolist()}) to "
+                             "cast a shadow on the ground")
+
     def drawable(self) -> bool:
         """Whether the model can draw at the current values: a trial step of
         ``appearance``'s light direction can turn the light up, where ``shadow`` has no
@@ -336,10 +339,7 @@ class Nuisance:
         the objects: 1 where no shadow falls (1 everywhere without the kind ``shadow``)."""
         if "shadow" not in self.kinds:
             return torch.ones((), dtype=runtime.torch_dtype(), device=runtime.torch_device())
-        if not self.light_shines_down():
-            raise ValueError("fit 'shadow': the directional light must shine downwards "
-                             f"(direction {self.light_direction().detach().tolist()}) to "
-                             "cast a shadow on the ground")
+        self._check_light_shines_down()
         d = self.light_direction()
         h = self.ground_height
         # each vertex moved along the light onto the ground plane y = h
