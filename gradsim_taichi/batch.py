@@ -81,7 +81,6 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
         render_for,
         restarts_for,
     )
-    from gradsim_taichi.nuisance import parse_fit
     from gradsim_taichi.run_loop import locked
     from gradsim_taichi.scenes import make_preset
 
@@ -120,8 +119,7 @@ def run_item(item: Item, out, resume: bool = False, attempt: int = 1) -> dict:
             runtime.seed_generators(item.seed)  # as `estimate --seed` does through init
             scene.ensure_built()
             own = target is not None
-            fit = fit_for(own, parse_fit(item.fit) if item.fit is not None else None, scene,
-                          masked=False)
+            fit = fit_for(own, item.fit, scene, masked=False)
             estimate_into(folder, scene, target, settings, params=names,
                           iters=iters_for(own, scene.iters, item.iters, fit),
                           lr=item.lr, optimizer=item.optimizer,

@@ -123,15 +123,18 @@ OWN_VIDEO_RESTARTS = 3
 # default: its nuisance parameters and a foreign image need more than a preset's own
 # target (a path-traced L-shape's mass: 5.9e-4 after rigid-mass's 12, 3.8e-4 after 30)
 OWN_VIDEO_MIN_ITERS = 30
-# ... and when it learns the camera, the light or the camera's blur and response (fit
-# camera, appearance, blur or response): L-BFGS converged in 32-62 iterations with a
-# moved camera, 43-52 with Mitsuba's light brighter than the model's (a path-traced
-# L-shape: 3.0e-3 after 30, 9.2e-5 once converged), 26-80 with the blur and response
-# (path-traced box 4 kg 6.5e-4 after 30, 2.2e-4 after 80; 6 kg cylinder 2.9e-3 and
-# 2.1e-3). A run stops early once converged, so the cap costs nothing then
+# ... and when it learns the camera, the camera's blur and response (fit camera, blur or
+# response): L-BFGS converged in 32-62 iterations with a moved camera, 26-80 with the
+# blur and response (path-traced box 4 kg 6.5e-4 after 30, 2.2e-4 after 80; 6 kg
+# cylinder 2.9e-3 and 2.1e-3). A run stops early once converged, so the cap costs
+# nothing then
 LEARNED_VIEW_MIN_ITERS = 80
 # the kinds of fit that learn how the scene is seen (see LEARNED_VIEW_MIN_ITERS)
 VIEW_KINDS = {"camera", "appearance", "blur", "response"}
+# ... and when it learns the lights too (fit appearance): 57-160 iterations with the
+# defaults (a path-traced cone under lights brighter than the scene's: 1.36e-3 after
+# 80, 8.5e-4 converged after 119)
+APPEARANCE_MIN_ITERS = 160
 
 
 def iters_for(own_video: bool, scene_iters: int, iters: int | None = None,
@@ -139,15 +142,18 @@ def iters_for(own_video: bool, scene_iters: int, iters: int | None = None,
     """The iterations of an estimation: ``iters`` if given, at least
     :data:`OWN_VIDEO_MIN_ITERS` for a video the engine did not make
     (:data:`LEARNED_VIEW_MIN_ITERS` when ``fit`` learns how the scene is seen,
-    :data:`VIEW_KINDS`), else the scene's."""
+    :data:`VIEW_KINDS`; :data:`APPEARANCE_MIN_ITERS` when it learns the lights), else
+    the scene's."""
     if iters is not None:
         return iters
     if not own_video:
         return scene_iters
     from gradsim_taichi.nuisance import parse_fit
 
-    view = VIEW_KINDS & set(parse_fit(fit))
-    return max(scene_iters, LEARNED_VIEW_MIN_ITERS if view else OWN_VIDEO_MIN_ITERS)
+    kinds = set(parse_fit(fit))
+    least = (APPEARANCE_MIN_ITERS if "appearance" in kinds else
+             LEARNED_VIEW_MIN_ITERS if VIEW_KINDS & kinds else OWN_VIDEO_MIN_ITERS)
+    return max(scene_iters, least)
 
 
 # what an estimation from a video the engine did not make learns and compares by
@@ -157,23 +163,29 @@ def iters_for(own_video: bool, scene_iters: int, iters: int | None = None,
 # the MSE, 2e-4-9e-4 with the backdrop and the shadow; our own render blurred by 1 px
 # 4.7e-3 (box) without the blur, 6e-6 with it (a sharp clip's calibration sets it to 0); the
 # blur only with the response: on an sRGB clip the blur alone ran to its bound and
-# lost the mass (1.0), the response took it to 8e-5 (1.2e-3 with neither)
-OWN_VIDEO_FIT = ("background", "shadow", "blur", "response")
+# lost the mass (1.0), the response took it to 8e-5 (1.2e-3 with neither); and the
+# lights, which another renderer's or a room's are not the scene's (a path-traced cone
+# and L-shape under a sun 1.4x and an ambient 0.7x the scene's: 1.27e-3 and 1.18e-3
+# without, 8.5e-4 and 4.7e-4 with; 8 of 10 clips under the scene's own lights better)
+OWN_VIDEO_FIT = ("background", "appearance", "shadow", "blur", "response")
 OWN_VIDEO_LOSS = "robust"
 
 
-def fit_for(own_video: bool, fit: tuple | None, scene: Scene, masked: bool) -> tuple:
-    """The nuisance kinds of an estimation: ``fit`` if given (``()`` for ``--fit none``),
-    else for a video the engine did not make and no mask :data:`OWN_VIDEO_FIT` (the
-    shadow where the built ``scene`` has a directional light and a ground to cast it
-    on), else none."""
-    from gradsim_taichi.nuisance import casts_shadows
+def fit_for(own_video: bool, fit, scene: Scene, masked: bool) -> tuple:
+    """The nuisance kinds of an estimation: ``fit`` if given (``"none"`` or ``()`` for
+    none; ``"+camera"`` and ``"-appearance"`` change the default, see
+    :func:`~gradsim_taichi.nuisance.parse_fit`), else the default: for a video the
+    engine did not make and no mask :data:`OWN_VIDEO_FIT` (the appearance where the
+    built ``scene`` is lit by an ambient and a directional light, the shadow where it
+    has a directional light and a ground to cast it on), else none."""
+    from gradsim_taichi.nuisance import casts_shadows, lit_by_ambient_and_sun, parse_fit
 
-    if fit is not None:
-        return fit
-    if not own_video or masked:
-        return ()
-    return tuple(k for k in OWN_VIDEO_FIT if k != "shadow" or casts_shadows(scene))
+    default = ()
+    if own_video and not masked:
+        drawable = {"shadow": casts_shadows(scene),
+                    "appearance": lit_by_ambient_and_sun(scene)}
+        default = tuple(k for k in OWN_VIDEO_FIT if drawable.get(k, True))
+    return default if fit is None else parse_fit(fit, default)
 
 
 def loss_for(own_video: bool, loss: str | None, masked: bool) -> str:

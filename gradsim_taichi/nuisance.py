@@ -135,17 +135,26 @@ UNKNOWNS = {"camera": 6, "background": 0, "appearance": 7, "shadow": 4, "blur": 
             "response": 2}
 
 
-def parse_fit(fit) -> tuple:
+def parse_fit(fit, default=()) -> tuple:
     """``fit`` (None, ``"none"``, ``"camera,background"`` or a list of names) as a tuple
-    in :data:`KINDS` order; a ValueError naming an unknown kind."""
+    in :data:`KINDS` order; names that all begin with ``+`` or ``-`` (``"+camera"``,
+    ``"-appearance,-blur"``) add kinds to ``default`` or take them out of it. A
+    ValueError names an unknown kind, or a mix of names and changes."""
     if fit is None or (isinstance(fit, str) and fit.strip() == "none"):
         return ()
     names = [s.strip() for s in fit.split(",")] if isinstance(fit, str) else list(fit)
     names = [n for n in names if n]
-    unknown = [n for n in names if n not in KINDS]
+    changes = [n[0] in "+-" for n in names]
+    if any(changes) and not all(changes):
+        raise ValueError("give kinds (camera,background) or changes to the default "
+                         "(+camera,-appearance), not both")
+    unknown = [n for n in names if n.lstrip("+-") not in KINDS]
     if unknown:
         raise ValueError(f"unknown kind {unknown[0]!r}; choose from {', '.join(KINDS)} "
-                         "(comma-separated), or none")
+                         "(comma-separated; +kind or -kind to change the default), or none")
+    if any(changes):
+        adds = {n[1:] for n in names if n[0] == "+"}
+        names = (set(parse_fit(default)) | adds) - {n[1:] for n in names if n[0] == "-"}
     return tuple(k for k in KINDS if k in names)
 
 
@@ -155,6 +164,14 @@ def casts_shadows(scene) -> bool:
     ground = scene.sim.model.ground if scene.sim is not None else None
     return ground is not None and any(isinstance(lt, DirectionalLight)
                                       for lt in scene.renderer.lights)
+
+
+def lit_by_ambient_and_sun(scene) -> bool:
+    """Whether the kind ``appearance`` can learn ``scene``'s lights: an ambient and a
+    directional light."""
+    lights = scene.renderer.lights
+    return (any(isinstance(lt, AmbientLight) for lt in lights)
+            and any(isinstance(lt, DirectionalLight) for lt in lights))
 
 
 def _rotation(w: torch.Tensor) -> torch.Tensor:
@@ -213,7 +230,7 @@ class Nuisance:
         self.ambient = next((lt for lt in lights if isinstance(lt, AmbientLight)), None)
         self.sun = next((lt for lt in lights if isinstance(lt, DirectionalLight)), None)
         if "appearance" in self.kinds:
-            if self.ambient is None or self.sun is None:
+            if not lit_by_ambient_and_sun(scene):
                 raise ValueError("fit 'appearance' needs a scene lit by an ambient and a "
                                  "directional light")
             self.params["albedo_gain"] = learned([1.0, 1.0, 1.0])

@@ -301,7 +301,7 @@ def test_items_take_the_own_video_options_fit_render_and_loss(tmp_path):
     scene = make_preset("rigid-mass", frames=SMALL["frames"], resolution=SMALL["resolution"])
     save_video(render_target(scene), tmp_path / "clip.gif")
     records = [dict(SMALL, id="fitted", fit="background", loss="robust", render="antialias"),
-               dict(SMALL, id="video", target="clip.gif", restarts=1, iters=1),
+               dict(SMALL, id="video", target="clip.gif", restarts=1, iters=1, fit="-blur"),
                dict(SMALL, id="badfit", fit="lights"),
                dict(SMALL, id="badrender", render="pastel")]
     items = read_manifest(write_jsonl(tmp_path / "m.jsonl", records))
@@ -312,10 +312,11 @@ def test_items_take_the_own_video_options_fit_render_and_loss(tmp_path):
     assert report["settings"]["fit"] == ["background"]
     assert report["settings"]["render"] == "antialias" and report["settings"]["loss"] == "robust"
     assert report["nuisance"]["background"]["source"] == "solved per pixel"
-    # a target video: the command's defaults for a video the engine did not make
+    # a target video: the command's defaults for a video the engine did not make, less
+    # the blur
     settings = json.loads((tmp_path / "b" / "items" / "video" / "report.json").read_text())[
         "settings"]
-    assert settings["fit"] == ["background", "shadow", "blur", "response"]
+    assert settings["fit"] == ["background", "appearance", "shadow", "response"]
     assert settings["loss"] == "robust"
     rows = estimates(tmp_path / "b")
     assert rows["badfit"]["status"] == "failed" and "unknown kind 'lights'" in \

@@ -168,14 +168,20 @@ def test_a_users_target_reports_no_truth_unless_given(tmp_path, capsys):
     report = json.loads((out / "report.json").read_text())
     assert "true" not in report["params"]["mass"] and "rel_err" not in report["params"]["mass"]
     # a video the engine did not make: three initial guesses by default, antialiased,
-    # the backdrop, the shadow, the camera's blur and response learned, the robust loss
+    # the backdrop, the lights, the shadow, the camera's blur and response learned, the
+    # robust loss
     assert report["settings"]["restarts"] == 3 and len(report["restarts"]) == 3
     assert report["settings"]["render"] == "antialias"
-    assert report["settings"]["fit"] == ["background", "shadow", "blur", "response"]
+    assert report["settings"]["fit"] == ["background", "appearance", "shadow", "blur",
+                                         "response"]
     assert report["settings"]["loss"] == "robust"
     assert set(report["nuisance"]) >= {"shadow_strength", "occlusion_strength", "background"}
     argv += ["--restarts", "1"]
     assert "rel.err" not in capsys.readouterr().out
+    # changes to the default: the camera added, the blur taken out
+    assert main([*argv, "--fit", "+camera,-blur"]) == 0
+    assert json.loads((out / "report.json").read_text())["settings"]["fit"] == [
+        "camera", "background", "appearance", "shadow", "response"]
     assert main([*argv, "--fit", "none", "--loss", "mse"]) == 0  # the plain model
     settings = json.loads((out / "report.json").read_text())["settings"]
     assert settings["fit"] == [] and settings["loss"] == "mse"

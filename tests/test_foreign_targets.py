@@ -213,6 +213,23 @@ def test_every_case_has_a_maker_and_an_engine():
     assert r.returncode == 2 and "mitsuba" in r.stderr
 
 
+def test_the_command_defaults_option_is_what_the_command_uses():
+    """``the command's defaults`` measures what ``estimate --target`` runs: the kinds,
+    loss and iterations of the command for a video the engine did not make."""
+    from runtime_arch import TEST_ARCH
+
+    import gradsim_taichi as gs
+    from gradsim_taichi.scenes import make_scene
+
+    gs.init(arch=TEST_ARCH, precision="f64")
+    scene = make_scene("rigid-mass", frames=2, width=8, height=8)
+    scene.build()
+    kw = ft.command_defaults(scene)
+    assert kw == dict(_render_mode="antialias", loss="robust", iters=160,
+                      fit=("background", "appearance", "shadow", "blur", "response"))
+    assert ft.command_defaults(scene, "+camera")["fit"] == ("camera", *kw["fit"])
+
+
 @pytest.mark.slow
 def test_camera_case_end_to_end(tmp_path):
     # the camera case needs no extra: a moved camera's target, the defaults and the

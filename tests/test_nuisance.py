@@ -26,25 +26,49 @@ def test_parse_fit():
     with pytest.raises(ValueError, match="unknown kind 'lights'"):
         parse_fit("camera,lights")
     assert parse_fit("none") == () and parse_fit(" none ") == ()
+    # changes to a default
+    default = ("background", "shadow", "blur")
+    assert parse_fit("+camera", default) == ("camera", "background", "shadow", "blur")
+    assert parse_fit("-shadow, +response,-blur", default) == ("background", "response")
+    assert parse_fit("+camera") == ("camera",) and parse_fit("-camera", default) == default
+    assert parse_fit(["+appearance"], default) == ("background", "appearance", "shadow", "blur")
+    with pytest.raises(ValueError, match="not both"):
+        parse_fit("camera,+blur", default)
+    with pytest.raises(ValueError, match="unknown kind '\\+lights'"):
+        parse_fit("+lights", default)
     assert set(KINDS) == {"camera", "background", "appearance", "shadow", "blur", "response"}
 
 
 def test_the_defaults_for_a_video_the_engine_did_not_make():
-    """``fit_for``: background and shadow for a foreign video without a mask, the shadow
-    only where a directional light and a ground cast it; what was given otherwise."""
+    """``fit_for``: the backdrop, the lights, the shadow and the camera's blur and
+    response for a foreign video without a mask; the lights only where an ambient and a
+    directional light are there to learn, the shadow only where a directional light and a
+    ground cast it; what was given otherwise."""
     from gradsim_taichi.estimation_outputs import fit_for, loss_for
-    from gradsim_taichi.render import DirectionalLight
+    from gradsim_taichi.render import AmbientLight, DirectionalLight
 
     scene = _scene(frames=2, size=8)
-    assert fit_for(True, None, scene, masked=False) == ("background", "shadow", "blur",
-                                                        "response")
+    lights = list(scene.renderer.lights)
+    assert fit_for(True, None, scene, masked=False) == ("background", "appearance", "shadow",
+                                                        "blur", "response")
     assert fit_for(True, None, scene, masked=True) == ()
     assert fit_for(False, None, scene, masked=False) == ()
     assert fit_for(True, ("camera",), scene, masked=False) == ("camera",)
     assert fit_for(True, (), scene, masked=False) == ()  # --fit none
-    scene.renderer.lights = [lt for lt in scene.renderer.lights
-                             if not isinstance(lt, DirectionalLight)]
+    assert fit_for(True, "none", scene, masked=False) == ()
+    assert fit_for(True, "+camera,-appearance", scene, masked=False) == (
+        "camera", "background", "shadow", "blur", "response")
+    assert fit_for(True, "+camera", scene, masked=True) == ("camera",)
+    scene.renderer.lights = [lt for lt in lights if not isinstance(lt, DirectionalLight)]
     assert fit_for(True, None, scene, masked=False) == ("background", "blur", "response")
+    scene.renderer.lights = [lt for lt in lights if not isinstance(lt, AmbientLight)]
+    assert fit_for(True, None, scene, masked=False) == ("background", "shadow", "blur",
+                                                        "response")
+    # what the defaults name can be set up on the scene they were chosen for
+    for kept in ([], lights, [lt for lt in lights if not isinstance(lt, AmbientLight)]):
+        scene.renderer.lights = kept
+        Nuisance(scene, fit_for(True, None, scene, masked=False),
+                 torch.zeros(3, 8, 8, 3, dtype=f64))
     assert (loss_for(True, None, False), loss_for(False, None, False),
             loss_for(True, None, True), loss_for(True, "mse", False)) == (
         "robust", "mse", "masked", "mse")

@@ -293,6 +293,7 @@ def test_chroma_for_a_target():
 
 def test_iterations_for_a_foreign_target():
     from gradsim_taichi.estimation_outputs import (
+        APPEARANCE_MIN_ITERS,
         LEARNED_VIEW_MIN_ITERS,
         OWN_VIDEO_FIT,
         OWN_VIDEO_MIN_ITERS,
@@ -304,10 +305,11 @@ def test_iterations_for_a_foreign_target():
     assert iters_for(True, OWN_VIDEO_MIN_ITERS + 50) == OWN_VIDEO_MIN_ITERS + 50
     # learning the camera or the light takes longer to converge
     assert iters_for(True, 12, fit="background,shadow") == OWN_VIDEO_MIN_ITERS
-    # (the default fit for a video the engine did not make learns the camera's blur
-    # and response)
-    assert iters_for(True, 12, fit=OWN_VIDEO_FIT) == LEARNED_VIEW_MIN_ITERS
+    # (the default fit for a video the engine did not make learns the lights and the
+    # camera's blur and response)
+    assert iters_for(True, 12, fit=OWN_VIDEO_FIT) == APPEARANCE_MIN_ITERS
     assert iters_for(True, 12, fit="background,blur") == LEARNED_VIEW_MIN_ITERS
-    assert iters_for(True, 12, fit="shadow,appearance") == LEARNED_VIEW_MIN_ITERS
+    assert iters_for(True, 12, fit="shadow,appearance") == APPEARANCE_MIN_ITERS
+    assert APPEARANCE_MIN_ITERS > LEARNED_VIEW_MIN_ITERS
     assert iters_for(True, 12, fit=("camera",)) == LEARNED_VIEW_MIN_ITERS > OWN_VIDEO_MIN_ITERS
     assert iters_for(False, 12, fit="camera") == 12 and iters_for(True, 12, 7, "camera") == 7

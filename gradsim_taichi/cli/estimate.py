@@ -104,10 +104,12 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "strengths), blur (the camera's: a Gaussian's width in pixels, 0 "
                         "for a sharp clip), response (the camera's: (1 + c) x^(1/gamma) - c, "
                         "gamma 1 and c 0 linear, about 2.4 and 0.055 for sRGB files); "
-                        "none: only the physical ones. "
-                        "Default with --target and no mask: background,shadow,blur,response "
-                        "(shadow where the scene has a "
-                        "directional light and a ground), else none")
+                        "none: only the physical ones; +KIND and -KIND change the default "
+                        "(+camera: the default and the camera). "
+                        "Default with --target and no mask: "
+                        "background,appearance,shadow,blur,response (appearance where the "
+                        "scene has an ambient and a directional light, shadow where it has "
+                        "a directional light and a ground), else none")
     p.add_argument("--render", choices=["soft", "antialias"], default=None,
                    help="the model's image: antialias (the nearest surface wins, edges "
                         "anti-aliased, like an ordinary renderer or a camera; the default "
@@ -150,11 +152,12 @@ def cmd_estimate(args) -> int:
     from gradsim_taichi.nuisance import parse_fit
 
     try:
-        fit = parse_fit(args.fit) if args.fit is not None else None  # None: the default
+        # (what is named: a change to the default, +kind, is resolved once the scene is)
+        named = parse_fit(args.fit) if args.fit is not None else None  # None: the default
     except ValueError as e:
         raise CLIError(f"--fit: {e}") from None
     # with --fit background a plate is the background itself, not a source of masks
-    plate_as_background = "background" in (fit or ()) and args.background_plate is not None
+    plate_as_background = "background" in (named or ()) and args.background_plate is not None
     keyed = args.background_plate is not None and not plate_as_background
     masked = bool(args.mask or keyed)
     loss = loss_for(args.target is not None, args.loss, masked)
@@ -212,10 +215,8 @@ def cmd_estimate(args) -> int:
             target_video = load_target(args.target, scene)
         except (FileNotFoundError, ValueError) as e:
             raise CLIError(str(e)) from None
-    if fit and args.supervision == "3d":
+    if named and args.supervision == "3d":
         raise CLIError("--fit learns image nuisances; 3D supervision has no image")
-    if args.supervision == "3d":
-        fit = ()
     mask_source = _load_mask_source(args)
     out = output_dir(args.out or f"results/{args.scene}")
     if args.resume and not args.quiet and not any(out.rglob("state.pt")):
@@ -239,9 +240,9 @@ def cmd_estimate(args) -> int:
             scene.ensure_built()  # (a scene file's camera and stage checked)
         except ValueError as e:
             raise CLIError(str(e)) from None
-        fit = fit_for(target_video is not None, fit, scene, masked)
-        if target_video is not None and not args.quiet and (args.fit is None or
-                                                             args.loss is None):
+        fit = fit_for(target_video is not None, args.fit, scene, masked)
+        changed = args.fit is None or args.fit.lstrip()[:1] in ("+", "-")
+        if target_video is not None and not args.quiet and (changed or args.loss is None):
             print(f"gradsim-taichi: a video the engine did not make: --fit "
                   f"{','.join(fit) or 'none'} --loss {loss} (--fit none --loss mse: the "
                   "plain model)")
