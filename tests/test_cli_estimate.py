@@ -196,6 +196,24 @@ def test_a_users_target_reports_no_truth_unless_given(tmp_path, capsys):
     assert "expected NAME=VALUE" in capsys.readouterr().err
 
 
+def test_a_fit_that_replaces_the_default_says_what_it_leaves_out(capsys):
+    from gradsim_taichi.cli.estimate import _say_what_a_fit_leaves_out
+
+    default = ("background", "appearance", "shadow")
+    _say_what_a_fit_leaves_out("camera", ("camera",), default)
+    said = capsys.readouterr().out
+    assert "leaving out background,appearance,shadow" in said and "--fit +camera" in said
+    _say_what_a_fit_leaves_out("background", ("background",), default)
+    said = capsys.readouterr().out
+    assert "leaving out appearance,shadow" in said and "+" not in said
+    # nothing to say: the default itself, a change to it, or none asked for
+    for given, fit in (("background,appearance,shadow", default), (None, default),
+                       ("+camera", ("camera", *default)), ("-shadow", default[:2]),
+                       ("none", ())):
+        _say_what_a_fit_leaves_out(given, fit, default)
+    assert capsys.readouterr().out == ""
+
+
 def test_compare_video_runs_at_the_scene_rate_with_four_labelled_panels(tmp_path):
     import imageio.v2 as iio
 

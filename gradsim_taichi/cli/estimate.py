@@ -241,11 +241,13 @@ def cmd_estimate(args) -> int:
         except ValueError as e:
             raise CLIError(str(e)) from None
         fit = fit_for(target_video is not None, args.fit, scene, masked)
-        changed = args.fit is None or args.fit.lstrip()[:1] in ("+", "-")
-        if target_video is not None and not args.quiet and (changed or args.loss is None):
-            print(f"gradsim-taichi: a video the engine did not make: --fit "
-                  f"{','.join(fit) or 'none'} --loss {loss} (--fit none --loss mse: the "
-                  "plain model)")
+        if target_video is not None and not args.quiet:
+            if args.fit != ",".join(fit) or args.loss is None:
+                print(f"gradsim-taichi: a video the engine did not make: --fit "
+                      f"{','.join(fit) or 'none'} --loss {loss} (--fit none --loss mse: the "
+                      "plain model)")
+            _say_what_a_fit_leaves_out(args.fit, fit,
+                                       fit_for(True, None, scene, masked))
         mode = render_for(target_video is not None, args.render)
         if mode is not None:
             scene.render_mode = mode
@@ -318,6 +320,19 @@ def _parse_frame_range(text):
     except ValueError:
         raise CLIError(f"--frame-range {text!r}: expected A:B, two frame numbers (e.g. "
                        "0:12)") from None
+
+
+def _say_what_a_fit_leaves_out(given, fit, default) -> None:
+    """A list of kinds replaces the default for a video the engine did not make; say
+    which of the default's kinds it leaves out, and how to add to the default instead."""
+    left_out = [k for k in default if k not in fit]
+    if (given is None or given.strip() in ("", "none") or given.strip()[0] in "+-"
+            or not left_out):
+        return
+    added = [k for k in fit if k not in default]
+    hint = f"; --fit {','.join('+' + k for k in added)} adds to it instead" if added else ""
+    print(f"gradsim-taichi: --fit {given} replaces the default kinds "
+          f"({','.join(default)}), leaving out {','.join(left_out)}{hint}")
 
 
 def _load_mask_source(args):
