@@ -26,7 +26,7 @@ from gradsim_taichi.estimation_warnings import (
     short,
 )
 from gradsim_taichi.fit import Fit, plain_values
-from gradsim_taichi.nuisance import UNKNOWNS, Nuisance, parse_fit
+from gradsim_taichi.nuisance import Nuisance, parse_fit, unknowns
 from gradsim_taichi.objectives import (
     LM_LOSSES,
     ROBUST_EPS,
@@ -430,7 +430,7 @@ def _default_optimizer(scene, fit, loss, params) -> str:
     names = params if params else scene.default_params
     size = sum(int(np.prod(np.shape(scene.params[n].true))) for n in names
                if n in scene.params)
-    size += sum(UNKNOWNS[k] for k in kinds)
+    size += unknowns(kinds)
     lm_fits = loss == "mse" and size <= LM_MAX_UNKNOWNS
     if lm_fits and {"camera", "appearance"} & set(kinds):
         # camera and light trade against each other and against the physics along

@@ -23,8 +23,10 @@ that the optimiser learns together with the physical ones; none changes the simu
   darken the background).
 - ``appearance``: ``albedo_gain`` (RGB factors on the simulated objects' albedo, from 1),
   ``ambient`` and ``light_intensity`` (the scene's ambient and directional light, from
-  their declared values) and ``light_direction`` (two offsets of the directional light's
-  direction across itself, from 0).
+  their declared values; with ``background`` the directional light keeps its intensity:
+  only the objects are lit then, and the gain carries the lights' common scale) and
+  ``light_direction`` (two offsets of the directional light's direction across itself,
+  from 0).
 - ``shadow``: the simulated objects cast a shadow on the ground plane along the
   directional light (the appearance's direction when that is fitted too): their meshes
   projected onto the ground, drawn as coverage, blurred by :data:`SHADOW_BLUR` pixels
@@ -130,9 +132,17 @@ CAMERA_SHIFT_MAX = 0.1
 BOUNDS = {"shadow_strength": (0.0, 1.0), "occlusion_strength": (0.0, 1.0),
           "blur_sigma": (-BLUR_MAX, BLUR_MAX), "gamma": GAMMA_RANGE,
           "response_offset": RESPONSE_OFFSET_RANGE}
-# the learned values each kind adds (the background is solved, not learned)
+# the learned values each kind adds (the background is solved, not learned; with it,
+# appearance learns one fewer: see unknowns())
 UNKNOWNS = {"camera": 6, "background": 0, "appearance": 7, "shadow": 4, "blur": 1,
             "response": 2}
+
+
+def unknowns(kinds) -> int:
+    """How many values the nuisance kinds ``kinds`` learn (with ``background`` the
+    directional light's intensity is not learned)."""
+    kinds = set(kinds)
+    return sum(UNKNOWNS[k] for k in kinds) - ({"appearance", "background"} <= kinds)
 
 
 def parse_fit(fit, default=()) -> tuple:
@@ -235,7 +245,12 @@ class Nuisance:
                                  "directional light")
             self.params["albedo_gain"] = learned([1.0, 1.0, 1.0])
             self.params["ambient"] = learned(float(self.ambient.intensity))
-            self.params["light_intensity"] = learned(float(self.sun.intensity))
+            # with the background solved only the objects are lit, each pixel albedo x
+            # light: the gain and the lights' common scale are one direction the image
+            # does not see, along which L-BFGS drifted without converging (a path-traced
+            # rock's loss flat to 4 digits for 100 iterations), so the sun keeps its own
+            if "background" not in self.kinds:
+                self.params["light_intensity"] = learned(float(self.sun.intensity))
             self.params["light_direction"] = learned([0.0, 0.0])
         if "shadow" in self.kinds:
             if not casts_shadows(scene):
@@ -329,8 +344,8 @@ class Nuisance:
             if lt is self.ambient:
                 out.append(AmbientLight(self.params["ambient"], lt.color))
             elif lt is self.sun:
-                out.append(DirectionalLight(direction, self.params["light_intensity"],
-                                            lt.color))
+                out.append(DirectionalLight(
+                    direction, self.params.get("light_intensity", lt.intensity), lt.color))
             else:
                 out.append(lt)
         return out

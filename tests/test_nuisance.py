@@ -13,7 +13,7 @@ from nuisance_helpers import truth_outputs as _truth_outputs
 from runtime_arch import TEST_ARCH
 
 from gradsim_taichi.cli import main
-from gradsim_taichi.nuisance import KINDS, UNKNOWNS, Nuisance, parse_fit
+from gradsim_taichi.nuisance import KINDS, UNKNOWNS, Nuisance, parse_fit, unknowns
 
 f64 = torch.float64
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -75,14 +75,40 @@ def test_the_defaults_for_a_video_the_engine_did_not_make():
 
 
 def test_each_kind_learns_as_many_values_as_the_optimiser_choice_counts():
-    """``UNKNOWNS`` (what picks Levenberg-Marquardt, at most 32 unknowns) is the size of
-    what each kind learns."""
+    """``unknowns`` (what picks Levenberg-Marquardt, at most 32 unknowns) is the size of
+    what the kinds learn, alone and together."""
     scene = _scene(frames=2, size=8)
     target = torch.zeros(3, 8, 8, 3, dtype=f64)
     assert set(UNKNOWNS) == set(KINDS)
-    for kind in KINDS:
-        nu = Nuisance(scene, (kind,), target)
-        assert sum(t.numel() for t in nu.tensors()) == UNKNOWNS[kind], kind
+    for kinds in [(k,) for k in KINDS] + [KINDS, ("background", "appearance"),
+                                          ("appearance", "shadow")]:
+        nu = Nuisance(scene, kinds, target)
+        assert sum(t.numel() for t in nu.tensors()) == unknowns(kinds), kinds
+    assert unknowns(("appearance",)) == UNKNOWNS["appearance"]
+
+
+def test_with_the_background_solved_the_lights_scale_is_the_albedos():
+    """With ``background`` only the objects are lit, albedo x light: the gain times k
+    and the lights over k draw the same image, so the directional light's intensity is
+    not learned (the gain and the ambient carry the scale)."""
+    scene = _scene(frames=3, size=16)
+    out = _truth_outputs(scene)
+    target = scene.render(out)
+    nu = Nuisance(scene, ("background", "appearance"), target)
+    assert "light_intensity" not in nu.params and "ambient" in nu.params
+    with torch.no_grad():
+        for name in ("albedo_gain", "ambient", "light_direction"):
+            nu.params[name].copy_(torch.as_tensor(GENERIC[name], dtype=f64))
+    image = nu.render(out)
+    k = 1.7
+    with torch.no_grad():
+        nu.params["albedo_gain"].mul_(k)
+        nu.params["ambient"].div_(k)
+    nu.sun.intensity = nu.sun.intensity / k
+    assert torch.allclose(nu.render(out), image, rtol=0, atol=1e-12)
+    # ... which the stage, drawn without the background, is not
+    drawn = Nuisance(scene, ("appearance",), target)
+    assert "light_intensity" in drawn.params
 
 
 # away from the defaults, so that every parameter's derivative is generic
@@ -100,6 +126,8 @@ GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02,
     ("antialias", ("background", "shadow"), 1e-4),
     ("antialias", ("shadow", "blur", "response"), 1e-5),
     ("antialias", ("background", "shadow", "blur", "response"), 1e-4),
+    # the defaults for a video the engine did not make
+    ("antialias", ("background", "appearance", "shadow", "blur", "response"), 1e-4),
 ])
 def test_every_nuisance_gradient_matches_central_differences(mode, kinds, rtol):
     scene = _scene(mode)
@@ -347,8 +375,7 @@ def test_cli_fit_writes_the_nuisance_and_background(tmp_path, capsys):
                  "--out", str(out)]) == 0
     report = json.loads((out / "report.json").read_text())
     nu = report["nuisance"]
-    assert set(nu) == {"albedo_gain", "ambient", "light_intensity", "light_direction",
-                       "background"}
+    assert set(nu) == {"albedo_gain", "ambient", "light_direction", "background"}
     assert nu["background"]["source"] == "solved per pixel"
     assert report["settings"]["fit"] == ["background", "appearance"]
     assert (out / "background.png").stat().st_size > 100
