@@ -248,7 +248,8 @@ class Nuisance:
             # with the background solved only the objects are lit, each pixel albedo x
             # light: the gain and the lights' common scale are one direction the image
             # does not see, along which L-BFGS drifted without converging (a path-traced
-            # rock's loss flat to 4 digits for 100 iterations), so the sun keeps its own
+            # rock's loss flat to 4 digits for 26 iterations, each slower as its line
+            # search failed), so the sun keeps its own
             if "background" not in self.kinds:
                 self.params["light_intensity"] = learned(float(self.sun.intensity))
             self.params["light_direction"] = learned([0.0, 0.0])
