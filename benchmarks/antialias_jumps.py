@@ -14,7 +14,7 @@ silhouette, or three faces meeting at a corner). The pixel-pair anti-aliasing bl
 pixel with the colour of its neighbour; at a junction that neighbour can show a third
 face, not the one just across the edge, so the blend jumps when the pixels' faces
 change. Jumps make an estimation's loss rough at small parameter changes (see
-docs/own_video_measurements.md, "Videos from other engines").
+docs/other_engines_measurements.md).
 """
 
 import argparse

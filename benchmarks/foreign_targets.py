@@ -42,8 +42,8 @@ camera, resolution, stage). The targets (the table ``CASES``):
 Per case, shape, mass, option and initial guess (drawn with the seed): the relative
 error of every estimated parameter. The options (``options()``): ``defaults``
 (``estimate(scene, target)``); ``the command's defaults`` (what ``gradsim-taichi
-estimate --target`` uses: ``command_defaults()``; with ``+camera`` on the moved
-camera); today's own-video options: the ``masked`` loss with a
+estimate --target`` uses: ``command_defaults()``; with ``--fit camera`` on the
+moved camera); today's own-video options: the ``masked`` loss with a
 mask keyed from a background plate that the foreign engine rendered without the body
 (``mask_from_plate(shadows=True, cleanup=1)``; also eroded by a pixel), the
 ``silhouette`` loss on that mask, ``frame_range`` up to the frame before the first
@@ -125,7 +125,8 @@ def has_fit() -> bool:
 
 def command_defaults(scene, fit=None) -> dict:
     """What the ``estimate`` command uses for a video the engine did not make (no mask):
-    its fit, loss, render and iterations; ``fit`` a change to its kinds (``"+camera"``)."""
+    its fit, loss, render and iterations; ``fit`` as the command's ``--fit`` (``"camera"``:
+    the default kinds and the camera)."""
     from gradsim_taichi.estimation_outputs import fit_for, iters_for, loss_for
 
     kinds = fit_for(True, fit, scene, masked=False)
@@ -207,8 +208,8 @@ def options(case, target, plate, scene, contact):
         out["fit=camera"] = dict(fit="camera") if fit else None
         out["antialias + fit=camera"] = dict(aa, fit="camera") if aa is not None and fit else None
     if case == "mitsuba-camera":  # (L-BFGS converges in 32-62 iterations here)
-        out["the command's defaults +camera"] = (command_defaults(scene, "+camera")
-                                                 if aa is not None and fit else None)
+        out["the command's defaults, --fit camera"] = (command_defaults(scene, "camera")
+                                                       if aa is not None and fit else None)
         out["antialias + fit=camera,shadow + robust"] = (
             dict(aa, fit="camera,shadow", loss="robust", iters=80)
             if aa is not None and fit else None)

@@ -21,8 +21,10 @@ The manifest is JSON Lines (one object per line; blank lines and lines starting 
 - ``iters``, ``lr``, ``optimizer``, ``frames``, ``resolution``, ``params`` (a list, or
   names separated by commas), ``blur``, ``frame_stride``, ``loss`` (``mse``, ``robust``;
   the mask losses need a mask, which a manifest cannot give; default ``robust`` with a
-  target video), ``fit`` (e.g. ``"background"``, ``"+camera"`` or ``"none"``; default
-  ``"background,appearance,shadow,blur,response"`` with a target video), ``render``
+  target video), ``fit`` (default
+  ``"background,appearance,shadow,blur,response"`` with a target video; names add to
+  it, e.g. ``"camera"``, ``-kind`` takes one out, ``"none"`` drops it: ``"none"``,
+  ``"none,camera"``), ``render``
   (``antialias`` or ``soft``; default ``antialias`` with a target video),
   ``stage_contact`` (iterations of the
   pre-contact stage), ``hold_flight`` (true/false; CSV ``true``, ``false``, ``1``,

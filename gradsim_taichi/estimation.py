@@ -273,7 +273,10 @@ def estimate(
             ``"shadow"`` (the objects' cast shadow and ground occlusion), ``"blur"``
             (the camera's Gaussian blur, its width) and ``"response"`` (the camera's
             response, ``(1 + c) x^(1/gamma) - c``); see
-            :mod:`gradsim_taichi.nuisance`. Their estimates are in ``nuisance``. Camera
+            :mod:`gradsim_taichi.nuisance`; here the whole list (the ``estimate``
+            command adds the names to its default for a video the engine did not make,
+            see :func:`gradsim_taichi.estimation_outputs.fit_for`). Their estimates are
+            in ``nuisance``. Camera
             and appearance are first calibrated on frame 0; with a gradient optimiser
             (not ``"lm"``) the calibrated camera is then held until every frame is
             fitted.

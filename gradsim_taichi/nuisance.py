@@ -146,26 +146,27 @@ def unknowns(kinds) -> int:
 
 
 def parse_fit(fit, default=()) -> tuple:
-    """``fit`` (None, ``"none"``, ``"camera,background"`` or a list of names) as a tuple
-    in :data:`KINDS` order; names that all begin with ``+`` or ``-`` (``"+camera"``,
-    ``"-appearance,-blur"``) add kinds to ``default`` or take them out of it. A
-    ValueError names an unknown kind, or a mix of names and changes."""
-    if fit is None or (isinstance(fit, str) and fit.strip() == "none"):
-        return ()
+    """The kinds ``fit`` asks for, as a tuple in :data:`KINDS` order: ``default`` with the
+    names in ``fit`` (a comma-separated string or a list) added to it, ``-kind`` taken out
+    of it (``+kind`` is the same as ``kind``), and ``none`` dropping it: ``"none"`` (or
+    an empty list) learns nothing, ``"none,camera"`` only the camera. ``fit`` None:
+    ``default``. A ValueError names an unknown kind, or one both added and taken out."""
+    if fit is None:
+        return parse_fit(default) if default else ()
     names = [s.strip() for s in fit.split(",")] if isinstance(fit, str) else list(fit)
-    names = [n for n in names if n]
-    changes = [n[0] in "+-" for n in names]
-    if any(changes) and not all(changes):
-        raise ValueError("give kinds (camera,background) or changes to the default "
-                         "(+camera,-appearance), not both")
-    unknown = [n for n in names if n.lstrip("+-") not in KINDS]
+    names = [n for n in names if n] or ["none"]
+    kind = {n: n[1:] if n[0] in "+-" else n for n in names}
+    unknown = [n for n in names if n != "none" and kind[n] not in KINDS]
     if unknown:
         raise ValueError(f"unknown kind {unknown[0]!r}; choose from {', '.join(KINDS)} "
-                         "(comma-separated; +kind or -kind to change the default), or none")
-    if any(changes):
-        adds = {n[1:] for n in names if n[0] == "+"}
-        names = (set(parse_fit(default)) | adds) - {n[1:] for n in names if n[0] == "-"}
-    return tuple(k for k in KINDS if k in names)
+                         "(comma-separated: added to the default; -kind takes one out of "
+                         "it, none drops it)")
+    adds = {kind[n] for n in names if n != "none" and n[0] != "-"}
+    drops = {kind[n] for n in names if n[0] == "-"}
+    if adds & drops:
+        raise ValueError(f"{sorted(adds & drops)[0]!r} is both added and taken out")
+    base = set() if "none" in names else set(default)
+    return tuple(k for k in KINDS if k in (base | adds) - drops)
 
 
 def casts_shadows(scene) -> bool:

@@ -178,10 +178,12 @@ def test_a_users_target_reports_no_truth_unless_given(tmp_path, capsys):
     assert set(report["nuisance"]) >= {"shadow_strength", "occlusion_strength", "background"}
     argv += ["--restarts", "1"]
     assert "rel.err" not in capsys.readouterr().out
-    # changes to the default: the camera added, the blur taken out
-    assert main([*argv, "--fit", "+camera,-blur"]) == 0
+    # names add to the default (the camera), -kind takes one out (the blur)
+    assert main([*argv, "--fit", "camera,-blur"]) == 0
     assert json.loads((out / "report.json").read_text())["settings"]["fit"] == [
         "camera", "background", "appearance", "shadow", "response"]
+    assert main([*argv, "--fit", "camera,-camera"]) == 2
+    assert "--fit: 'camera' is both added and taken out" in capsys.readouterr().err
     assert main([*argv, "--fit", "none", "--loss", "mse"]) == 0  # the plain model
     settings = json.loads((out / "report.json").read_text())["settings"]
     assert settings["fit"] == [] and settings["loss"] == "mse"
@@ -194,24 +196,6 @@ def test_a_users_target_reports_no_truth_unless_given(tmp_path, capsys):
     assert "--true goes with --target" in capsys.readouterr().err
     assert main([*argv, "--true", "spin=1"]) == 2
     assert "expected NAME=VALUE" in capsys.readouterr().err
-
-
-def test_a_fit_that_replaces_the_default_says_what_it_leaves_out(capsys):
-    from gradsim_taichi.cli.estimate import _say_what_a_fit_leaves_out
-
-    default = ("background", "appearance", "shadow")
-    _say_what_a_fit_leaves_out("camera", ("camera",), default)
-    said = capsys.readouterr().out
-    assert "leaving out background,appearance,shadow" in said and "--fit +camera" in said
-    _say_what_a_fit_leaves_out("background", ("background",), default)
-    said = capsys.readouterr().out
-    assert "leaving out appearance,shadow" in said and "+" not in said
-    # nothing to say: the default itself, a change to it, or none asked for
-    for given, fit in (("background,appearance,shadow", default), (None, default),
-                       ("+camera", ("camera", *default)), ("-shadow", default[:2]),
-                       ("none", ())):
-        _say_what_a_fit_leaves_out(given, fit, default)
-    assert capsys.readouterr().out == ""
 
 
 def test_compare_video_runs_at_the_scene_rate_with_four_labelled_panels(tmp_path):

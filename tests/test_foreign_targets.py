@@ -227,7 +227,7 @@ def test_the_command_defaults_option_is_what_the_command_uses():
     kw = ft.command_defaults(scene)
     assert kw == dict(_render_mode="antialias", loss="robust", iters=160,
                       fit=("background", "appearance", "shadow", "blur", "response"))
-    assert ft.command_defaults(scene, "+camera")["fit"] == ("camera", *kw["fit"])
+    assert ft.command_defaults(scene, "camera")["fit"] == ("camera", *kw["fit"])
 
 
 @pytest.mark.slow

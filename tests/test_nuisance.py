@@ -26,16 +26,23 @@ def test_parse_fit():
     with pytest.raises(ValueError, match="unknown kind 'lights'"):
         parse_fit("camera,lights")
     assert parse_fit("none") == () and parse_fit(" none ") == ()
-    # changes to a default
+    # names add to a default, -kind takes one out, none drops it
     default = ("background", "shadow", "blur")
-    assert parse_fit("+camera", default) == ("camera", "background", "shadow", "blur")
+    assert parse_fit(None, default) == default
+    assert parse_fit("camera", default) == ("camera", "background", "shadow", "blur")
+    assert parse_fit("+camera", default) == parse_fit("camera", default)
     assert parse_fit("-shadow, +response,-blur", default) == ("background", "response")
-    assert parse_fit("+camera") == ("camera",) and parse_fit("-camera", default) == default
-    assert parse_fit(["+appearance"], default) == ("background", "appearance", "shadow", "blur")
-    with pytest.raises(ValueError, match="not both"):
-        parse_fit("camera,+blur", default)
+    assert parse_fit("camera,-blur", default) == ("camera", "background", "shadow")
+    assert parse_fit("-camera", default) == default and parse_fit("shadow", default) == default
+    assert parse_fit(["appearance"], default) == ("background", "appearance", "shadow", "blur")
+    assert parse_fit("none", default) == () and parse_fit("none,camera", default) == ("camera",)
+    assert parse_fit("-blur", ()) == ()
+    with pytest.raises(ValueError, match="'blur' is both added and taken out"):
+        parse_fit("blur,-blur", default)
     with pytest.raises(ValueError, match="unknown kind '\\+lights'"):
         parse_fit("+lights", default)
+    with pytest.raises(ValueError, match="unknown kind '-none'"):
+        parse_fit("-none", default)
     assert set(KINDS) == {"camera", "background", "appearance", "shadow", "blur", "response"}
 
 
@@ -53,12 +60,17 @@ def test_the_defaults_for_a_video_the_engine_did_not_make():
                                                         "blur", "response")
     assert fit_for(True, None, scene, masked=True) == ()
     assert fit_for(False, None, scene, masked=False) == ()
-    assert fit_for(True, ("camera",), scene, masked=False) == ("camera",)
-    assert fit_for(True, (), scene, masked=False) == ()  # --fit none
+    # names add to the default (--fit camera); none drops it
+    assert fit_for(True, ("camera",), scene, masked=False) == ("camera", "background",
+                                                               "appearance", "shadow",
+                                                               "blur", "response")
+    assert fit_for(True, (), scene, masked=False) == ()  # (an empty list: none)
     assert fit_for(True, "none", scene, masked=False) == ()
-    assert fit_for(True, "+camera,-appearance", scene, masked=False) == (
+    assert fit_for(True, "none,camera", scene, masked=False) == ("camera",)
+    assert fit_for(True, "camera,-appearance", scene, masked=False) == (
         "camera", "background", "shadow", "blur", "response")
     assert fit_for(True, "+camera", scene, masked=True) == ("camera",)
+    assert fit_for(False, "camera", scene, masked=False) == ("camera",)
     scene.renderer.lights = [lt for lt in lights if not isinstance(lt, DirectionalLight)]
     assert fit_for(True, None, scene, masked=False) == ("background", "blur", "response")
     scene.renderer.lights = [lt for lt in lights if not isinstance(lt, AmbientLight)]

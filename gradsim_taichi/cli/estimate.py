@@ -95,7 +95,8 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "lowest loss is reported, all are recorded, and a warning says "
                         "when they disagree (default: 3 with --target, else 1)")
     p.add_argument("--fit", default=None, metavar="KINDS",
-                   help="nuisance parameters learned with the physical ones, comma-separated: "
+                   help="nuisance parameters learned with the physical ones, added to the "
+                        "default (below), comma-separated: "
                         "camera (a small pose correction), background (a static image behind "
                         "the objects instead of the stage: solved per pixel, or "
                         "--background-plate), appearance (object albedo, ambient and "
@@ -104,8 +105,8 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "strengths), blur (the camera's: a Gaussian's width in pixels, 0 "
                         "for a sharp clip), response (the camera's: (1 + c) x^(1/gamma) - c, "
                         "gamma 1 and c 0 linear, about 2.4 and 0.055 for sRGB files); "
-                        "none: only the physical ones; +KIND and -KIND change the default "
-                        "(+camera: the default and the camera). "
+                        "-KIND takes one out of the default, none drops it (none: only the "
+                        "physical ones; none,camera: the camera alone). "
                         "Default with --target and no mask: "
                         "background,appearance,shadow,blur,response (appearance where the "
                         "scene has an ambient and a directional light, shadow where it has "
@@ -152,7 +153,7 @@ def cmd_estimate(args) -> int:
     from gradsim_taichi.nuisance import parse_fit
 
     try:
-        # (what is named: a change to the default, +kind, is resolved once the scene is)
+        # (the names given: they join the default once the scene is built)
         named = parse_fit(args.fit) if args.fit is not None else None  # None: the default
     except ValueError as e:
         raise CLIError(f"--fit: {e}") from None
@@ -246,8 +247,6 @@ def cmd_estimate(args) -> int:
                 print(f"gradsim-taichi: a video the engine did not make: --fit "
                       f"{','.join(fit) or 'none'} --loss {loss} (--fit none --loss mse: the "
                       "plain model)")
-            _say_what_a_fit_leaves_out(args.fit, fit,
-                                       fit_for(True, None, scene, masked))
         mode = render_for(target_video is not None, args.render)
         if mode is not None:
             scene.render_mode = mode
@@ -320,19 +319,6 @@ def _parse_frame_range(text):
     except ValueError:
         raise CLIError(f"--frame-range {text!r}: expected A:B, two frame numbers (e.g. "
                        "0:12)") from None
-
-
-def _say_what_a_fit_leaves_out(given, fit, default) -> None:
-    """A list of kinds replaces the default for a video the engine did not make; say
-    which of the default's kinds it leaves out, and how to add to the default instead."""
-    left_out = [k for k in default if k not in fit]
-    if (given is None or given.strip() in ("", "none") or given.strip()[0] in "+-"
-            or not left_out):
-        return
-    added = [k for k in fit if k not in default]
-    hint = f"; --fit {','.join('+' + k for k in added)} adds to it instead" if added else ""
-    print(f"gradsim-taichi: --fit {given} replaces the default kinds "
-          f"({','.join(default)}), leaving out {','.join(left_out)}{hint}")
 
 
 def _load_mask_source(args):
