@@ -46,6 +46,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture
+def quick_calibration(monkeypatch):
+    """The frame-0 calibration cut to two Levenberg-Marquardt steps a stage, for tests of
+    what reaches a report or a batch's outputs (in this process), not of the calibration
+    itself (tests/test_nuisance.py): on a 16 px clip the full one is ~70 s of a run's 90."""
+    import gradsim_taichi.fit as fit
+
+    monkeypatch.setattr(fit, "CALIBRATION_ITERS", 2)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def fresh_taichi_per_module():
     """Each test module starts from a fresh Taichi: its field ids (and so its kernels' cache

@@ -137,6 +137,7 @@ def test_a_run_stopped_by_nan_is_a_failed_item(tmp_path):
 
 # ---- in this process ------------------------------------------------------------------------
 
+@pytest.mark.usefixtures("quick_calibration")
 def test_in_process_equals_one_by_one_and_isolates_failures(tmp_path, capsys):
     reference = one_by_one(GOOD[:2])  # the two good items of this manifest
     bad_video = tmp_path / "corrupt.mp4"
@@ -166,6 +167,7 @@ def test_in_process_equals_one_by_one_and_isolates_failures(tmp_path, capsys):
     assert "2 of 4 items done, 2 failed" in printed and "corrupt failed" in printed
 
 
+@pytest.mark.usefixtures("quick_calibration")
 def test_batch_item_equals_the_estimate_command(tmp_path):
     """The same folder contents and numbers as `gradsim-taichi estimate`."""
     args = ["--frames", "6", "--resolution", "16", "--iters", "2", "--seed", "5"]
@@ -189,6 +191,7 @@ def test_batch_item_equals_the_estimate_command(tmp_path):
     assert all(not one["settings"][k] for k in own_video - {"shape"})  # all at defaults
 
 
+@pytest.mark.usefixtures("quick_calibration")
 def test_resume_skips_finished_items_and_reruns_the_rest(tmp_path):
     records = [GOOD[0], GOOD[2]]
     items = read_manifest(write_jsonl(tmp_path / "m.jsonl", records))
@@ -292,6 +295,7 @@ def test_killed_worker_is_retried_and_killed_driver_resumes(tmp_path):
     assert json.loads((out2 / "summary.json").read_text())["done"] == 3
 
 
+@pytest.mark.usefixtures("quick_calibration")
 def test_items_take_the_own_video_options_fit_render_and_loss(tmp_path):
     """fit, render and loss reach the item's estimation; a bad one fails that item alone,
     named."""
@@ -324,6 +328,7 @@ def test_items_take_the_own_video_options_fit_render_and_loss(tmp_path):
     assert rows["badrender"]["status"] == "failed" and "pastel" in rows["badrender"]["message"]
 
 
+@pytest.mark.usefixtures("quick_calibration")
 def test_items_take_the_contact_stage_hold_flight_and_restarts(tmp_path):
     """stage_contact, hold_flight and restarts reach the item's estimation (CSV and JSON
     agree; a bad flag stops the manifest, named)."""
@@ -385,6 +390,7 @@ def test_a_manifest_scene_is_a_preset_or_a_scene_file_relative_to_it(tmp_path):
     assert parse_item({"id": "b", "scene": "rigid-mass"}, base=tmp_path).scene_file is None
 
 
+@pytest.mark.usefixtures("quick_calibration")
 def test_scene_file_items_run_and_bad_files_fail_alone(tmp_path):
     from gradsim_taichi.scenes.scene_file import load_scene_file
 

@@ -146,6 +146,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_result(tmp_path):
     assert not [p for p in out.iterdir() if ".tmp" in p.name]
 
 
+@pytest.mark.usefixtures("quick_calibration")
 def test_a_users_target_reports_no_truth_unless_given(tmp_path, capsys):
     """A video the preset did not render (here: the preset's box at 6 kg): no error
     against the preset's own truth (4 kg); --true NAME=VALUE gives one."""

@@ -43,6 +43,7 @@ def test_a_clip_at_another_frame_rate_is_named(tmp_path, capsys, clip):
     assert "plays at 30 frames per second" in _err(capsys)
 
 
+@pytest.mark.usefixtures("quick_calibration")
 def test_the_plate_as_the_background_needs_no_mask_loss(tmp_path, capsys, clip):
     target, plate = clip
     out = tmp_path / "o"
