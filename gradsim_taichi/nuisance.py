@@ -152,7 +152,7 @@ def parse_fit(fit, default=()) -> tuple:
     an empty list) learns nothing, ``"none,camera"`` only the camera. ``fit`` None:
     ``default``. A ValueError names an unknown kind, or one both added and taken out."""
     if fit is None:
-        return parse_fit(default) if default else ()
+        return parse_fit(default)  # (an empty default: none)
     names = [s.strip() for s in fit.split(",")] if isinstance(fit, str) else list(fit)
     names = [n for n in names if n] or ["none"]
     kind = {n: n[1:] if n[0] in "+-" else n for n in names}
