@@ -17,6 +17,7 @@ from gradsim_taichi.nuisance import CAMERA_PARAMS
 from gradsim_taichi.objectives import blur_frames, chroma_420, lm_residual, needs_mask
 from gradsim_taichi.optimisers import LM_MAX_UNKNOWNS, LevenbergMarquardt, Optimiser
 from gradsim_taichi.reports import jsonable
+from gradsim_taichi.reuse import LastResult
 
 # estimate(tol=...): iterations in a row within the tolerance before stopping early, or
 # before a warm-up stage ends early (an L-BFGS step whose line search failed moves
@@ -94,6 +95,9 @@ class Fit:
         self.rendered = None  # frames of the step's first evaluation (for callbacks)
         self.evaluated = None  # the values it was at
         self.last_prediction = None  # (frames, values, prediction): see predict()
+        # the last rollout: a calibration or LM column that moves only nuisance values
+        # simulates nothing again
+        self.last_rollout = LastResult()
         self.recent = []  # the last closures' results: see closure()
         # nuisance names the frame-0 calibration found and the warm-up holds (calibrate())
         self.calibrated = ()
@@ -143,7 +147,8 @@ class Fit:
         last = max(int(frame_ids.max()), 1)
         drawable = self.nuisance is None or self.nuisance.drawable()
         out = (None if self._out_of_domain(vals) or not drawable
-               else self.scene.simulate(vals, last))
+               else self.last_rollout.get([torch.tensor(last), *vals.values()],
+                                          lambda: self.scene.simulate(vals, last)))
         if out is None or not all(torch.isfinite(x).all() for x in out.values()):
             return None
         if self.supervision == "3d":

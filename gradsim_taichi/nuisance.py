@@ -89,6 +89,7 @@ import torch
 from gradsim_taichi import runtime
 from gradsim_taichi.objectives import blur_frames, heat_blur_frames
 from gradsim_taichi.render import AmbientLight, Camera, DirectionalLight, SoftRasterizer
+from gradsim_taichi.reuse import LastResult
 
 KINDS = ("camera", "background", "appearance", "shadow", "blur", "response")
 # the parameters of the kind "camera" (Fit holds them through a gradient optimiser's
@@ -193,6 +194,11 @@ def _rotation(w: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_exp(K)
 
 
+def _pose(camera) -> list:
+    """What places ``camera``'s image: its extrinsic and its intrinsics (tensors)."""
+    return [*camera.world_to_camera(), *(torch.as_tensor(x) for x in camera.intrinsics())]
+
+
 def _tinted(mesh, gain: torch.Tensor):
     """A copy of ``mesh`` whose albedo is multiplied by ``gain [3]``."""
     m = copy.copy(mesh)
@@ -267,6 +273,8 @@ class Nuisance:
         if "response" in self.kinds:
             self.params["gamma"] = learned(1.0)
             self.params["response_offset"] = learned(0.0)
+        # the render's stages that a calibration column often leaves unchanged (reuse)
+        self.last_cover, self.last_layer = LastResult(), LastResult()
         self.target = target[..., :3]
         self.plate = None
         self.background = None  # the last background used (for the report)
@@ -376,10 +384,13 @@ class Nuisance:
         self._check_light_shines_down()
         d = self.light_direction()
         h = self.ground_height
-        # each vertex moved along the light onto the ground plane y = h
-        flat = [verts[k] - ((verts[k][..., 1:2] - h) / d[1]) * d for k in moving]
-        r = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
-        cover = blur_frames(r.coverage(flat), SHADOW_BLUR)
+
+        def cover():
+            # each vertex moved along the light onto the ground plane y = h
+            flat = [verts[k] - ((verts[k][..., 1:2] - h) / d[1]) * d for k in moving]
+            r = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
+            return blur_frames(r.coverage(flat), SHADOW_BLUR)
+        cover = self.last_cover.get([*_pose(camera), d, *(verts[k] for k in moving)], cover)
         # (a shadow only darkens, and at most to black)
         cast = 1.0 - self.params["shadow_strength"].clamp(0.0, 1.0) * cover
         # (within [0, 1], the bound passing the gradient on: a plain clamp, like the cast
@@ -545,14 +556,20 @@ class Nuisance:
             rgb = out[..., :3] * (1.0 - (1.0 - shade) * (1.0 - alpha))
             return self.as_seen(torch.cat([rgb, alpha if coverage else torch.ones_like(alpha)],
                                           -1))
-        r = self._renderer(camera, [meshes[k] for k in moving], lights, (0.0, 0.0, 0.0),
-                           True)
+        lit = [self.params[n] for n in ("albedo_gain", "ambient", "light_intensity",
+                                        "light_direction") if n in self.params]
+
+        def layer():
+            r = self._renderer(camera, [meshes[k] for k in moving], lights, (0.0, 0.0, 0.0),
+                               True)
+            return r([verts[k] for k in moving])
         # The objects' layer is composited over the background, darkened by the shadow,
         # in linear light, and the camera's response applied to the sum: a pixel the
         # body's edge half covers records response(mix), not the mix of two responses
         # (on an sRGB curve they differ by up to ~0.07 of white at an edge). The
         # background is solved in linear light too, as the video shows it (blurred).
-        out = self.blur(r([verts[k] for k in moving]))
+        out = self.blur(self.last_layer.get(
+            [*_pose(camera), *lit, *(verts[k] for k in moving)], layer))
         alpha = out[..., 3:]
         w = (1.0 - alpha) * self.blur(shade)
         layer = out[..., :3]
