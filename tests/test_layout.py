@@ -20,7 +20,7 @@ LAYERS = [
      "gradsim_taichi.uncertainty"],
     ["gradsim_taichi.scenes"],
     ["gradsim_taichi.run_loop", "gradsim_taichi.reports", "gradsim_taichi.objectives",
-     "gradsim_taichi.policies"],
+     "gradsim_taichi.policies", "gradsim_taichi.reuse"],
     ["gradsim_taichi.builder", "gradsim_taichi.build_", "gradsim_taichi.checks",
      "gradsim_taichi.model", "gradsim_taichi.particle_system", "gradsim_taichi.simulation",
      "gradsim_taichi.torch_bridge", "gradsim_taichi.frame_stepper"],
