@@ -59,6 +59,21 @@ def test_train_rejects_bad_settings():
         train(task, iters=1, lr=0.1, optimizer=lambda params: None, progress=False)
 
 
+def test_a_render_mode_changed_on_a_built_task_redraws_its_goal():
+    """The renderers are made again for the new mode (the model kept), and the goal's
+    image with them: the one a task built in that mode from the start has."""
+    task = make_task("cloth", frames=2, width=16, height=16, resolution=(2, 2))
+    task.ensure_built()
+    soft, sim = task.target_image, task.sim
+    task.render_mode = "hard"
+    task.ensure_built()
+    fresh = make_task("cloth", frames=2, width=16, height=16, resolution=(2, 2))
+    fresh.render_mode = "hard"
+    fresh.ensure_built()
+    assert task.sim is sim and not torch.equal(task.target_image, soft)
+    assert torch.equal(task.target_image, fresh.target_image)
+
+
 def test_nan_rollout_stops_with_last_good_policy():
     task = make_task("cloth", frames=2, width=16, height=16, resolution=(2, 2))
     policy = task.default_policy(seed=0)

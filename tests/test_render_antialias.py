@@ -251,15 +251,27 @@ def test_face_neighbours():
 
 
 def test_scene_render_mode_change_takes_effect():
-    """Setting ``Scene.render_mode`` on a built scene rebuilds its renderers."""
+    """Setting ``Scene.render_mode`` on a built scene makes its renderers again and keeps
+    its model (no second compile of the physics' kernels); the image is the one of a
+    scene built in that mode from the start, with the sun's shadows."""
     from gradsim_taichi.scenes import make_scene
 
     scene = make_scene("rigid-mass", frames=2, width=16, height=16)
     scene.ensure_built()
     assert scene.renderer.mode == "soft"
+    sim = scene.sim
     scene.render_mode = "antialias"
     scene.ensure_built()
     assert scene.renderer.mode == "antialias" and scene.coverage_renderer.mode == "antialias"
+    assert scene.sim is sim
+    fresh = make_scene("rigid-mass", frames=2, width=16, height=16)
+    fresh.render_mode = "antialias"
+    fresh.ensure_built()
+    assert fresh.renderer.sun_shadows == scene.renderer.sun_shadows is not None
+    values = scene.true_values(["mass"])
+    with torch.no_grad():
+        assert torch.equal(scene.render(scene.simulate(values)),
+                           fresh.render(fresh.simulate(values)))
 
 
 @pytest.mark.parametrize("mode", ["antialias", "hard", "soft"])

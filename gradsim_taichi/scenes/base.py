@@ -191,6 +191,11 @@ class Scene:
                         "faces crossing it are not drawn. Keep the stage in front of the "
                         "camera: in a scene file shorten [stage] extent (x0, x1, z0, z1) "
                         "or move [camera] eye; in Python ground_part(extent=...)")
+        self._make_renderers()
+        self._generation = runtime.generation()
+
+    def _make_renderers(self) -> None:
+        """The renderers of :attr:`render_mode` (the model and the camera built)."""
         # the simulated objects (the stage is static); in the hard and antialiased modes
         # they shadow themselves and each other from the directional lights
         moving = [k for k, p in enumerate(self.parts) if p.static_vertices is None]
@@ -210,7 +215,6 @@ class Scene:
             self.camera, objects, lights=[], mode=self.render_mode, sigma=self.sigma,
             gamma=self.gamma,
             threshold=self.threshold) if objects else None
-        self._generation = runtime.generation()
 
     def _with_derived(self, derived: dict) -> dict:
         """:attr:`params` with the derived fields applied (new spec objects for the
@@ -230,11 +234,15 @@ class Scene:
         return out
 
     def ensure_built(self) -> None:
-        """Build when the runtime was re-initialised or :attr:`render_mode` changed."""
+        """Build when never built or the runtime was re-initialised; make the renderers
+        again when only :attr:`render_mode` changed (the model and its compiled kernels
+        kept: the command sets the own-video render mode after checking the built scene,
+        and a full build again cost a second compile of every kernel)."""
         renderer = getattr(self, "renderer", None)
-        if (getattr(self, "_generation", None) != runtime.generation()
-                or renderer is None or renderer.mode != self.render_mode):
+        if getattr(self, "_generation", None) != runtime.generation() or renderer is None:
             self.build()
+        elif renderer.mode != self.render_mode:
+            self._make_renderers()
 
     def simulate(self, values: dict[str, torch.Tensor], frames: int | None = None
                  ) -> dict[str, torch.Tensor]:

@@ -97,6 +97,13 @@ class ControlTask(Scene):
         self.start_distance = float((self.com(self.x_init) - self.goal_com).norm())
         self._stepper = None
 
+    def _make_renderers(self) -> None:
+        super()._make_renderers()
+        if getattr(self, "_generation", None) == runtime.generation():
+            # (the render mode of a built task changed: its goal's image with it)
+            with torch.no_grad():
+                self.target_image = self.render_positions(self.goal)
+
     def com(self, x: torch.Tensor) -> torch.Tensor:
         """Centre of mass of positions ``[..., N, 3]`` -> ``[..., 3]``."""
         w = self.masses / self.masses.sum()
