@@ -95,6 +95,10 @@ KINDS = ("camera", "background", "appearance", "shadow", "blur", "response")
 # the parameters of the kind "camera" (Fit holds them through a gradient optimiser's
 # warm-up, see Fit.calibrate)
 CAMERA_PARAMS = ("camera_rotation", "camera_translation")
+# the values applied after the objects' layer is drawn: a render reuses the layer when
+# only these changed (any other value, a new one included, is taken to change it)
+AFTER_THE_LAYER = ("shadow_strength", "occlusion_strength", "blur_sigma", "gamma",
+                   "response_offset")
 
 # weight (in frames) of the temporal median in the background's least-squares solve
 BACKGROUND_PRIOR = 1e-2
@@ -385,12 +389,13 @@ class Nuisance:
         d = self.light_direction()
         h = self.ground_height
 
-        def cover():
+        def draw_cover():
             # each vertex moved along the light onto the ground plane y = h
             flat = [verts[k] - ((verts[k][..., 1:2] - h) / d[1]) * d for k in moving]
             r = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
             return blur_frames(r.coverage(flat), SHADOW_BLUR)
-        cover = self.last_cover.get([*_pose(camera), d, *(verts[k] for k in moving)], cover)
+        cover = self.last_cover.get([*_pose(camera), d, *(verts[k] for k in moving)],
+                                    draw_cover)
         # (a shadow only darkens, and at most to black)
         cast = 1.0 - self.params["shadow_strength"].clamp(0.0, 1.0) * cover
         # (within [0, 1], the bound passing the gradient on: a plain clamp, like the cast
@@ -556,10 +561,9 @@ class Nuisance:
             rgb = out[..., :3] * (1.0 - (1.0 - shade) * (1.0 - alpha))
             return self.as_seen(torch.cat([rgb, alpha if coverage else torch.ones_like(alpha)],
                                           -1))
-        lit = [self.params[n] for n in ("albedo_gain", "ambient", "light_intensity",
-                                        "light_direction") if n in self.params]
+        drawn_with = [t for n, t in self.params.items() if n not in AFTER_THE_LAYER]
 
-        def layer():
+        def draw_layer():
             r = self._renderer(camera, [meshes[k] for k in moving], lights, (0.0, 0.0, 0.0),
                                True)
             return r([verts[k] for k in moving])
@@ -569,7 +573,7 @@ class Nuisance:
         # (on an sRGB curve they differ by up to ~0.07 of white at an edge). The
         # background is solved in linear light too, as the video shows it (blurred).
         out = self.blur(self.last_layer.get(
-            [*_pose(camera), *lit, *(verts[k] for k in moving)], layer))
+            [*_pose(camera), *drawn_with, *(verts[k] for k in moving)], draw_layer))
         alpha = out[..., 3:]
         w = (1.0 - alpha) * self.blur(shade)
         layer = out[..., :3]
