@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from gradsim_taichi import runtime
+from gradsim_taichi import field_pool, runtime
 from gradsim_taichi.params import ParamSet
 from gradsim_taichi.particle_system import ParticleSystem
 from gradsim_taichi.solvers.ground_contact import GroundParams
@@ -87,6 +87,13 @@ class Model:
         runtime.ensure_init()
         runtime.check_field_room("a Model")
         self._generation = runtime.generation()
+        # fields of a collected model of this structure come back (field_pool)
+        with field_pool.owned_by(self):
+            self._build_systems(particles, springs, ground, force_factories,
+                                system_factories)
+
+    def _build_systems(self, particles, springs, ground, force_factories,
+                       system_factories) -> None:
         # The ground and its learnable contact parameters are shared by all systems.
         self.ground = None if ground is None else GroundParams(**ground)
         self.systems: list = []
@@ -149,8 +156,9 @@ class Model:
             )
         self._allocated = True
         params = ParamSet(self.ground.params() if self.ground is not None else [])
-        for system in self.systems:
-            system.allocate(rows, frames)
-            for p in system.params():
-                params.add(p)
+        with field_pool.owned_by(self):
+            for system in self.systems:
+                system.allocate(rows, frames)
+                for p in system.params():
+                    params.add(p)
         return params

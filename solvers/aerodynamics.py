@@ -17,6 +17,7 @@ head-on (``acos``/``asin`` have infinite slope there) and when ``u = 0``.
 import numpy as np
 import taichi as ti
 
+from gradsim_taichi import field_pool
 from gradsim_taichi.solvers.registry import ForceModelBase
 from gradsim_taichi.solvers.scatter import Scatter
 
@@ -39,7 +40,7 @@ class Aerodynamics(ForceModelBase):
         self.count = len(tris)
         # atomic adds when parallel: Taichi generates this model's adjoint
         self.scatter = Scatter(tris, ns_per_item=40.0)
-        self.tris = ti.Vector.field(3, ti.i32, shape=self.count)
+        self.tris = field_pool.vector(3, ti.i32, shape=self.count)
         self.lift = self.learnable("cloth_lift", lift,
                                    "cloth aerodynamic lift coefficient [kg/m^3]", nonnegative=True)
         self.drag = self.learnable("cloth_drag", drag,

@@ -18,7 +18,7 @@ zero length or whose wing is collinear with the edge (no normal) exerts no force
 import numpy as np
 import taichi as ti
 
-from gradsim_taichi import runtime
+from gradsim_taichi import field_pool, runtime
 from gradsim_taichi.kernels import WithAdjoint
 from gradsim_taichi.solvers.registry import ForceModelBase
 from gradsim_taichi.solvers.scatter import Scatter
@@ -81,8 +81,8 @@ class Bending(ForceModelBase):
         dtype = runtime.np_dtype()
         self.count = len(h)
         self.scatter = Scatter(h, ns_per_item=60.0)  # atomic adds when parallel
-        self.hinges = ti.Vector.field(4, ti.i32, shape=self.count)
-        self.rest = ti.field(real, self.count)
+        self.hinges = field_pool.vector(4, ti.i32, shape=self.count)
+        self.rest = field_pool.field(real, self.count)
         self.ke = self.learnable("edge_ke", ke, "cloth bending stiffness [N m/rad], per hinge",
                                  nonnegative=True)
         self.kd = self.learnable("edge_kd", kd, "cloth bending damping [N m s/rad], per hinge",
@@ -92,7 +92,7 @@ class Bending(ForceModelBase):
         self.fill_learnables()
         # theta of every hinge at every substep of the segment, from the forward pass: the
         # adjoint reads it instead of calling atan2 again (~20 ns a call on the CPU)
-        self.angle = ti.field(real, shape=(1, self.count))
+        self.angle = field_pool.field(real, shape=(1, self.count))
         self.apply = WithAdjoint(self._forces, self._forces_adjoint)
 
     def stability_terms(self, x0) -> list:
@@ -104,7 +104,7 @@ class Bending(ForceModelBase):
                 ("edge_kd", "damping", self.kd.to_numpy() / length2, h)]
 
     def allocate(self, rows: int, frames: int) -> None:
-        self.angle = ti.field(runtime.real(), shape=(rows, self.count))
+        self.angle = field_pool.field(runtime.real(), shape=(rows, self.count))
 
     def row_bytes(self) -> int:
         return self.count * np.dtype(runtime.np_dtype()).itemsize

@@ -23,7 +23,7 @@ rotated triangle, so it is at rest.
 import numpy as np
 import taichi as ti
 
-from gradsim_taichi import runtime
+from gradsim_taichi import field_pool, runtime
 from gradsim_taichi.kernels import WithAdjoint
 from gradsim_taichi.solvers.registry import ForceModelBase
 from gradsim_taichi.solvers.scatter import Scatter
@@ -77,9 +77,9 @@ class ClothTriangles(ForceModelBase):
         self.count = len(tris)
         # atomic adds when parallel: Taichi generates this model's adjoint
         self.scatter = Scatter(tris, ns_per_item=40.0)
-        self.tris = ti.Vector.field(3, ti.i32, shape=self.count)
-        self.pose = ti.Matrix.field(2, 2, real, shape=self.count)
-        self.rest_area = ti.field(real, self.count)
+        self.tris = field_pool.vector(3, ti.i32, shape=self.count)
+        self.pose = field_pool.matrix(2, 2, real, shape=self.count)
+        self.rest_area = field_pool.field(real, self.count)
         dtype = runtime.np_dtype()
         self.ke = self.learnable("tri_ke", ke, "cloth stretch stiffness [N/m], per triangle",
                                  nonnegative=True)

@@ -35,7 +35,7 @@ import numpy as np
 import taichi as ti
 import torch
 
-from gradsim_taichi import runtime
+from gradsim_taichi import field_pool, runtime
 from gradsim_taichi.kernels import WithAdjoint, field_to_torch, torch_to_field
 from gradsim_taichi.params import Param, engine_tensor
 from gradsim_taichi.solvers.registry import ForceModelBase
@@ -108,9 +108,9 @@ class TetFEM(ForceModelBase):
         self._dm_inv, self._vol = dm_inv, vol
         self._density = np.asarray(density, dtype=np.float64).copy()
         self._soft_ids = np.unique(tets.ravel())  # particles whose mass density drives
-        self.tets = ti.Vector.field(4, ti.i32, shape=self.count)
-        self.dm_inv = ti.Matrix.field(3, 3, real, shape=self.count)
-        self.vol = ti.field(real, self.count)
+        self.tets = field_pool.vector(4, ti.i32, shape=self.count)
+        self.dm_inv = field_pool.matrix(3, 3, real, shape=self.count)
+        self.vol = field_pool.field(real, self.count)
         self.mu = self.learnable("tet_mu", mu, "Lame mu of each tet [Pa], per tet",
                                  nonnegative=True)
         self.lam = self.learnable("tet_lambda", lam, "Lame lambda of each tet [Pa], per tet")

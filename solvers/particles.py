@@ -12,7 +12,7 @@ import numpy as np
 import taichi as ti
 import torch
 
-from gradsim_taichi import runtime
+from gradsim_taichi import field_pool, runtime
 from gradsim_taichi.kernels import WithAdjoint, field_to_torch, torch_to_field
 from gradsim_taichi.params import Learnable, Param, engine_tensor
 from gradsim_taichi.solvers.scatter import Scatter
@@ -37,7 +37,7 @@ class ParticleState(Learnable):
                                    positive=True)
         self.gravity = self.learnable("gravity", gravity,
                                       "gravitational acceleration [m/s^2], (3,)", n=3)
-        self.pinned = ti.field(ti.i32, self.n)
+        self.pinned = field_pool.field(ti.i32, self.n)
         self.pinned.from_numpy(np.asarray(pinned, dtype=np.int32))
         self.fill_learnables()
         self._x0 = np.asarray(positions, dtype=runtime.np_dtype())
@@ -55,17 +55,17 @@ class ParticleState(Learnable):
         real = runtime.real()
         n = self.n
         self.rows, self.frames = rows, frames
-        self.x = ti.Vector.field(3, real, shape=(rows, n), needs_grad=True)
-        self.v = ti.Vector.field(3, real, shape=(rows, n), needs_grad=True)
-        self.f = ti.Vector.field(3, real, shape=(rows, n), needs_grad=True)
-        self.xc = ti.Vector.field(3, real, shape=(frames + 1, n))
-        self.vc = ti.Vector.field(3, real, shape=(frames + 1, n))
-        self.ext = ti.Vector.field(3, real, shape=(frames, n), needs_grad=True)
-        self.out_grad = ti.Vector.field(3, real, shape=(frames + 1, n))
-        self.out_grad_v = ti.Vector.field(3, real, shape=(frames + 1, n))
-        self.gravity_acc = ti.Vector.field(3, real, shape=n)  # dL/dg per particle
-        self.contact_acc = ti.Vector.field(4, real, shape=n)  # dL/d(ke, kd, kf, mu) per particle
-        self.substeps = ti.field(ti.i32, shape=())  # of the segment the adjoint runs
+        self.x = field_pool.vector(3, real, shape=(rows, n), needs_grad=True)
+        self.v = field_pool.vector(3, real, shape=(rows, n), needs_grad=True)
+        self.f = field_pool.vector(3, real, shape=(rows, n), needs_grad=True)
+        self.xc = field_pool.vector(3, real, shape=(frames + 1, n))
+        self.vc = field_pool.vector(3, real, shape=(frames + 1, n))
+        self.ext = field_pool.vector(3, real, shape=(frames, n), needs_grad=True)
+        self.out_grad = field_pool.vector(3, real, shape=(frames + 1, n))
+        self.out_grad_v = field_pool.vector(3, real, shape=(frames + 1, n))
+        self.gravity_acc = field_pool.vector(3, real, shape=n)  # dL/dg per particle
+        self.contact_acc = field_pool.vector(4, real, shape=n)  # dL/d(ke, kd, kf, mu) per particle
+        self.substeps = field_pool.field(ti.i32, shape=())  # of the segment the adjoint runs
         self._substeps = 0
         self.ext.from_numpy(np.broadcast_to(self._f_const, (frames, n, 3)).copy())
         self._fill_loop = Scatter.items((frames + 1) * n, ns_per_item=2.0)

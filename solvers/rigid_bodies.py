@@ -27,7 +27,7 @@ import numpy as np
 import taichi as ti
 import torch
 
-from gradsim_taichi import runtime
+from gradsim_taichi import field_pool, runtime
 from gradsim_taichi.kernels import FastKernel, field_to_torch, torch_to_field
 from gradsim_taichi.params import Learnable, Param, engine_tensor, field_param
 from gradsim_taichi.solvers.rigid_contact import vertex_contact
@@ -118,7 +118,7 @@ class RigidBodySystem(Learnable):
         self.vertex_body = np.repeat(np.arange(nb), counts)
         self._loads_spec, self._impulse_spec = loads, impulses
         self._com_force_spec = list(com_forces)
-        self.gravity = ti.Vector.field(3, real, shape=())
+        self.gravity = field_pool.vector(3, real, shape=())
         self.gravity.from_numpy(np.asarray(gravity, dtype=dtype))
         # per body
         stack = lambda key: np.asarray([b[key] for b in bodies], dtype=dtype)  # noqa: E731
@@ -132,7 +132,7 @@ class RigidBodySystem(Learnable):
         self.pos0 = self.learnable(
             "body_position", stack("position"),
             "world position of each mesh frame's origin at t=0 [m], [B, 3]", n=3)
-        self.quat0 = ti.Vector.field(4, real, nb, needs_grad=True)
+        self.quat0 = field_pool.vector(4, real, nb, needs_grad=True)
         self.declare(_quat_param(self.quat0, nb), self.quat0)
         self.vel0 = self.learnable("body_velocity", stack("velocity"),
                                    "centre-of-mass velocity at t=0 [m/s], [B, 3]", n=3)
@@ -153,9 +153,9 @@ class RigidBodySystem(Learnable):
             "body_angular_drag", stack("angular_drag"),
             "quadratic angular velocity damping d2 of each body [1/rad], [B]",
             nonnegative=True)
-        self.com_geom = ti.Vector.field(3, real, nb)
-        self.i_unit = ti.Matrix.field(3, 3, real, nb)
-        self.i_unit_inv = ti.Matrix.field(3, 3, real, nb)
+        self.com_geom = field_pool.vector(3, real, nb)
+        self.i_unit = field_pool.matrix(3, 3, real, nb)
+        self.i_unit_inv = field_pool.matrix(3, 3, real, nb)
         self.fill_learnables()  # after every field of the bodies is made (see Learnable)
         self.quat0.from_numpy(stack("orientation"))
         self.com_geom.from_numpy(stack("com"))
@@ -163,21 +163,21 @@ class RigidBodySystem(Learnable):
         self.i_unit.from_numpy(i_unit)
         self.i_unit_inv.from_numpy(np.linalg.inv(i_unit).astype(dtype))
         # per vertex: position relative to the geometric COM (mesh frame) and body id
-        self.vlocal = ti.Vector.field(3, real, max(nv, 1))
-        self.vbody = ti.field(ti.i32, max(nv, 1))
+        self.vlocal = field_pool.vector(3, real, max(nv, 1))
+        self.vbody = field_pool.field(ti.i32, max(nv, 1))
         rel = np.concatenate([b["vertices"] - b["com"] for b in bodies]).astype(dtype)
         self.vlocal.from_numpy(rel)
         self.vbody.from_numpy(self.vertex_body.astype(np.int32))
         # point loads (forces at points or in the body frame) and impulses
         self.nl, self.nk = len(loads), len(impulses)
-        self.load_body = ti.field(ti.i32, max(self.nl, 1))
-        self.load_point = ti.Vector.field(3, real, max(self.nl, 1))
-        self.load_flags = ti.Vector.field(2, real, max(self.nl, 1))  # (at point, body frame)
-        self.imp_body = ti.field(ti.i32, max(self.nk, 1))
-        self.imp_point = ti.Vector.field(3, real, max(self.nk, 1))
-        self.imp_flags = ti.Vector.field(2, real, max(self.nk, 1))
-        self.imp_window = ti.Vector.field(2, real, max(self.nk, 1))  # (start, duration) [s]
-        self.impulse = ti.Vector.field(3, real, max(self.nk, 1), needs_grad=True)
+        self.load_body = field_pool.field(ti.i32, max(self.nl, 1))
+        self.load_point = field_pool.vector(3, real, max(self.nl, 1))
+        self.load_flags = field_pool.vector(2, real, max(self.nl, 1))  # (at point, body frame)
+        self.imp_body = field_pool.field(ti.i32, max(self.nk, 1))
+        self.imp_point = field_pool.vector(3, real, max(self.nk, 1))
+        self.imp_flags = field_pool.vector(2, real, max(self.nk, 1))
+        self.imp_window = field_pool.vector(2, real, max(self.nk, 1))  # (start, duration) [s]
+        self.impulse = field_pool.vector(3, real, max(self.nk, 1), needs_grad=True)
         for spec, body, point, flags in ((loads, self.load_body, self.load_point,
                                           self.load_flags),
                                          (impulses, self.imp_body, self.imp_point,
@@ -203,7 +203,7 @@ class RigidBodySystem(Learnable):
         nb = self.nb
         self.rows, self.frames = rows, frames
         self._step_launch = FastKernel(self._step)  # ~5 us a launch instead of ~25 us
-        vec = lambda n, shape, grad=True: ti.Vector.field(n, real, shape, needs_grad=grad)  # noqa
+        vec = lambda n, shape, grad=True: field_pool.vector(n, real, shape, needs_grad=grad)  # noqa
         self.x, self.v, self.w = (vec(3, (rows, nb)) for _ in range(3))
         self.q = vec(4, (rows, nb))
         self.fsum, self.tsum = vec(3, (rows, nb)), vec(3, (rows, nb))

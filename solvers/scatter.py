@@ -29,7 +29,7 @@ Keep ``gather`` out of kernels Taichi differentiates (use ``channels=0`` there).
 import numpy as np
 import taichi as ti
 
-from gradsim_taichi import runtime
+from gradsim_taichi import field_pool, runtime
 
 
 @ti.data_oriented
@@ -55,13 +55,13 @@ class Scatter:
         ids = np.nonzero(counts)[0]
         ptr = np.concatenate([[0], np.cumsum(counts[ids])])
         self.n_gather = len(ids)
-        self.ids = ti.field(ti.i32, self.n_gather)
-        self.ptr = ti.field(ti.i32, self.n_gather + 1)
-        self.slot = ti.field(ti.i32, len(flat))
+        self.ids = field_pool.field(ti.i32, self.n_gather)
+        self.ptr = field_pool.field(ti.i32, self.n_gather + 1)
+        self.slot = field_pool.field(ti.i32, len(flat))
         self.ids.from_numpy(ids.astype(np.int32))
         self.ptr.from_numpy(ptr.astype(np.int32))
         self.slot.from_numpy(order.astype(np.int32))
-        self.bufs = [ti.Vector.field(3, runtime.real(), shape=(self.count, self.corners))
+        self.bufs = [field_pool.vector(3, runtime.real(), shape=(self.count, self.corners))
                      for _ in range(channels)]
 
     @classmethod

@@ -3,7 +3,7 @@
 import numpy as np
 import taichi as ti
 
-from gradsim_taichi import runtime
+from gradsim_taichi import field_pool, runtime
 from gradsim_taichi.kernels import WithAdjoint
 from gradsim_taichi.solvers.registry import ForceModelBase
 from gradsim_taichi.solvers.scatter import Scatter
@@ -27,7 +27,7 @@ class Springs(ForceModelBase):
         real = runtime.real()
         ends = np.asarray(ends, dtype=np.int64).reshape(-1, 2)
         self.count = len(ends)
-        self.ends = ti.Vector.field(2, ti.i32, shape=self.count)
+        self.ends = field_pool.vector(2, ti.i32, shape=self.count)
         self.ke = self.learnable("spring_stiffness", stiffness,
                                  "spring stiffness [N/m], per spring", nonnegative=True)
         self.kd = self.learnable("spring_damping", damping,
@@ -38,13 +38,13 @@ class Springs(ForceModelBase):
         self.fill_learnables()
         # length and 1 / length of every spring at every substep of the segment, from the
         # forward pass: the adjoint reads them instead of a square root and a division
-        self.lengths = ti.Vector.field(2, real, shape=(1, self.count))
+        self.lengths = field_pool.vector(2, real, shape=(1, self.count))
         # in parallel: per-spring buffers of end values (forces; adjoints of x and v)
         self.scatter = Scatter(ends, ns_per_item=10.0, channels=2)
         self.apply = WithAdjoint(self._forces, self._forces_adjoint)
 
     def allocate(self, rows: int, frames: int) -> None:
-        self.lengths = ti.Vector.field(2, runtime.real(), shape=(rows, self.count))
+        self.lengths = field_pool.vector(2, runtime.real(), shape=(rows, self.count))
 
     def row_bytes(self) -> int:
         return self.count * 2 * np.dtype(runtime.np_dtype()).itemsize
