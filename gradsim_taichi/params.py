@@ -12,10 +12,10 @@ the per-element gradients back to the shape the user gave.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 
 import numpy as np
-import taichi as ti
 import torch
 
 from gradsim_taichi import field_pool, runtime
@@ -49,8 +49,8 @@ class Param:
     grad_getter: Callable[[], torch.Tensor]
     positive: bool = False
     nonnegative: bool = False
-    owner: object = field(default_factory=field_pool.current_owner, repr=False,
-                          compare=False)
+    owner: object = dataclass_field(default_factory=field_pool.current_owner, repr=False,
+                                    compare=False)
 
     def check_values(self, values: torch.Tensor) -> None:
         """Raise ValueError for NaN/inf, or for signs the parameter does not allow.
