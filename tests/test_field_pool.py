@@ -71,7 +71,9 @@ def test_a_model_built_again_reuses_the_fields_and_equals_new_fields(monkeypatch
     used = fields_of(first)
     del first
     gc.collect()
+    trees = gs.runtime.field_trees()
     again = rigid_and_cloth()
+    assert gs.runtime.field_trees() == trees  # no new field tree either
     assert fields_of(again) == used  # every field came back, as new fields are
     for a, b in zip(field_values(again), new, strict=True):
         np.testing.assert_array_equal(a, b)
