@@ -130,16 +130,14 @@ def _reuse(record: _Record, key):
 
 def _take_released(first_key):
     """The newest released list that starts with ``first_key``, removed from the pool."""
-    if _pool_generation[0] != runtime.generation():
-        _released.clear()
-        _pool_generation[0] = runtime.generation()
     for attempt in range(2):
-        for k in range(len(_released) - 1, -1, -1):
-            if _released[k][0][0] == first_key:
-                return _released.pop(k)
+        released = _pool(runtime.generation())
+        for k in range(len(released) - 1, -1, -1):
+            if released[k][0][0] == first_key:
+                return released.pop(k)
         if attempt == 0:
             # dead models sit in reference cycles (kernels bound to their systems) until
-            # the cycle collector runs: run it now rather than compile again (~10 ms)
+            # the cycle collector runs: run it now (~0.1 s) rather than compile again (seconds)
             gc.collect()
     return None
 
@@ -147,7 +145,12 @@ def _take_released(first_key):
 def _release(generation: int, fields: list) -> None:
     """An owner was collected: its fields (of a live Taichi) go back to the pool."""
     if fields and generation == runtime.generation():
-        if _pool_generation[0] != generation:
-            _released.clear()
-            _pool_generation[0] = generation
-        _released.append(list(fields))
+        _pool(generation).append(list(fields))
+
+
+def _pool(generation: int) -> list:
+    """The released lists, emptied first when Taichi was initialised again since."""
+    if _pool_generation[0] != generation:
+        _released.clear()
+        _pool_generation[0] = generation
+    return _released
