@@ -28,12 +28,13 @@ from contextlib import contextmanager
 
 import taichi as ti
 
-from gradsim_taichi import runtime
+from gradsim_taichi import kernels, runtime
 
 _DISABLED = os.environ.get("GRADSIM_TAICHI_NO_FIELD_POOL", "") not in ("", "0")
 
-_released: list = []  # the fields of dead owners: lists of (key, field), newest last
-_pool_generation = [None]  # the runtime generation the pool's fields belong to
+# the fields of dead owners, newest last: (runtime generation, [(key, field), ...]); a
+# list of an earlier Taichi (before the last init) is never taken: its fields are gone
+_released: list = []
 _owners: list = []  # the owners allocating now (innermost last) and their records
 
 
@@ -113,28 +114,39 @@ def _reuse(record: _Record, key):
         if record.reused is None:
             record.reusing = False
             return None
+        _zero_all(record.reused)
     if record.cursor >= len(record.reused) or record.reused[record.cursor][0] != key:
         record.reusing = False
         rest = record.reused[record.cursor:]
         if rest:  # still dead fields: another owner may start with them
-            _released.append(rest)
+            _released.append((runtime.generation(), rest))
         return None
     made = record.reused[record.cursor][1]
     record.cursor += 1
-    made.fill(0)
-    grad = getattr(made, "grad", None)
-    if grad is not None and grad.snode.ptr is not None:  # else never placed, so zero
-        grad.fill(0)
     return made
+
+
+def _zero_all(released: list) -> None:
+    """Zero a released list's fields and their gradients, as new fields are, in one
+    kernel: all of them, before the owner writes into the first (the few it may not take
+    go back to the pool and are zeroed again when taken)."""
+    fields = []
+    for _, made in released:
+        fields.append(made)
+        grad = getattr(made, "grad", None)
+        if grad is not None and grad.snode.ptr is not None:  # else never placed, so zero
+            fields.append(grad)
+    kernels.zero_fields(fields)
 
 
 def _take_released(first_key):
     """The newest released list that starts with ``first_key``, removed from the pool."""
     for attempt in range(2):
-        released = _pool(runtime.generation())
-        for k in range(len(released) - 1, -1, -1):
-            if released[k][0][0] == first_key:
-                return released.pop(k)
+        generation = runtime.generation()
+        _released[:] = [r for r in _released if r[0] == generation]
+        for k in range(len(_released) - 1, -1, -1):
+            if _released[k][1][0][0] == first_key:
+                return _released.pop(k)[1]
         if attempt == 0:
             # dead models sit in reference cycles (kernels bound to their systems) until
             # the cycle collector runs: run it now (~0.1 s) rather than compile again (seconds)
@@ -145,12 +157,4 @@ def _take_released(first_key):
 def _release(generation: int, fields: list) -> None:
     """An owner was collected: its fields (of a live Taichi) go back to the pool."""
     if fields and generation == runtime.generation():
-        _pool(generation).append(list(fields))
-
-
-def _pool(generation: int) -> list:
-    """The released lists, emptied first when Taichi was initialised again since."""
-    if _pool_generation[0] != generation:
-        _released.clear()
-        _pool_generation[0] = generation
-    return _released
+        _released.append((generation, list(fields)))

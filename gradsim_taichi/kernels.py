@@ -13,11 +13,12 @@ messages); so does every call in debug mode, where Taichi checks after each laun
 
 import os
 
+import numpy as np
 import taichi as ti
 import torch
 from taichi.lang import impl
 from taichi.lang.kernel_impl import Kernel, _BoundedDifferentiableMethod
-from taichi.lang.util import to_pytorch_type
+from taichi.lang.util import to_numpy_type, to_pytorch_type
 from taichi.types import primitive_types
 from taichi.types.annotations import Template
 
@@ -190,3 +191,126 @@ def torch_to_field(values: torch.Tensor, field) -> None:
         raise TypeError(f"a tensor of dtype {values.dtype} does not fit a field of {dtype}")
     # (detached: Taichi gives a tensor that requires grad a .grad of zeros)
     _array_to_field(values.detach().contiguous().reshape(_array_shape(field)), field)
+
+
+# ---- many fields in one kernel --------------------------------------------------------
+# Taichi's field.fill / from_numpy compile a kernel for each field they touch (~70 ms
+# each on a cold kernel cache; a rigid model has some 40 fields). These do the same for a
+# whole set of fields in one kernel, compiled once per set (~20 ms a field): the set's
+# owner (a model, its gradients) keeps it, so later calls only launch.
+
+@ti.func
+def _flat_index(I, shape: ti.template()):
+    index = 0
+    for d in ti.static(range(len(shape))):
+        index = index * shape[d] + I[d]
+    return index
+
+
+@ti.kernel
+def _zero(fields: ti.template()):
+    for k in ti.static(range(len(fields))):
+        for I in ti.grouped(fields[k]):
+            fields[k][I] = ti.zero(fields[k][I])
+
+
+@ti.kernel
+def _write(fields: ti.template(), starts: ti.template(), flat: ti.types.ndarray()):
+    for k in ti.static(range(len(fields))):
+        for I in ti.grouped(fields[k]):
+            if ti.static(_components(fields[k]) == 0):  # a scalar field
+                fields[k][I] = flat[starts[k] + _flat_index(I, fields[k].shape)]
+            else:
+                at = starts[k] + _flat_index(I, fields[k].shape) * ti.static(_components(fields[k]))
+                if ti.static(fields[k].ndim == 1):
+                    for j in ti.static(range(fields[k].n)):
+                        fields[k][I][j] = flat[at + j]
+                else:
+                    for i, j in ti.static(ti.ndrange(fields[k].n, fields[k].m)):
+                        fields[k][I][i, j] = flat[at + i * fields[k].m + j]
+
+
+@ti.kernel
+def _read(fields: ti.template(), starts: ti.template(), flat: ti.types.ndarray()):
+    for k in ti.static(range(len(fields))):
+        for I in ti.grouped(fields[k]):
+            if ti.static(_components(fields[k]) == 0):
+                flat[starts[k] + _flat_index(I, fields[k].shape)] = fields[k][I]
+            else:
+                at = starts[k] + _flat_index(I, fields[k].shape) * ti.static(_components(fields[k]))
+                if ti.static(fields[k].ndim == 1):
+                    for j in ti.static(range(fields[k].n)):
+                        flat[at + j] = fields[k][I][j]
+                else:
+                    for i, j in ti.static(ti.ndrange(fields[k].n, fields[k].m)):
+                        flat[at + i * fields[k].m + j] = fields[k][I][i, j]
+
+
+def _components(field) -> int:
+    """Values per element of a vector or matrix field; 0 for a scalar field."""
+    return field.n * field.m if hasattr(field, "n") else 0
+
+
+# fields per kernel: Taichi warns past 32 unrolled iterations of a static loop
+FIELDS_PER_KERNEL = 32
+
+
+def _batches(items, dtype_of):
+    """``items`` in lists of at most FIELDS_PER_KERNEL that share ``dtype_of(item)``."""
+    groups: dict = {}
+    for item in items:
+        groups.setdefault(dtype_of(item), []).append(item)
+    for dtype, group in groups.items():
+        for k in range(0, len(group), FIELDS_PER_KERNEL):
+            yield dtype, group[k:k + FIELDS_PER_KERNEL]
+
+
+def zero_fields(fields) -> None:
+    """Set every field of ``fields`` (scalar, vector or matrix fields) to zero, with one
+    kernel per 32 fields."""
+    for _, batch in _batches(fields, lambda f: None):
+        _zero(tuple(batch))
+
+
+def _array_shape_of(field) -> tuple:
+    """What ``field.to_numpy()`` gives: the field's shape plus its vector or matrix axes."""
+    return tuple(field.shape) + ((field.n,) if hasattr(field, "n") else ()) + (
+        (field.m,) if getattr(field, "ndim", 1) == 2 else ())
+
+
+def _starts(sizes) -> tuple:
+    return tuple(np.cumsum([0, *sizes[:-1]]).tolist())
+
+
+def read_fields(fields) -> list[np.ndarray]:
+    """``[field.to_numpy() for field in fields]``, with one kernel per field dtype and 32
+    fields."""
+    fields = list(fields)
+    out: list = [None] * len(fields)
+    dtype_of = lambda k: to_numpy_type(fields[k].dtype)  # noqa: E731
+    for dtype, ks in _batches(range(len(fields)), dtype_of):
+        shapes = [_array_shape_of(fields[k]) for k in ks]
+        sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
+        starts = _starts(sizes)
+        flat = np.empty(sum(sizes), dtype=dtype)
+        _read(tuple(fields[k] for k in ks), starts, flat)
+        for k, at, size, shape in zip(ks, starts, sizes, shapes):
+            out[k] = flat[at:at + size].reshape(shape)
+    return out
+
+
+def write_fields(pairs) -> None:
+    """Write each ``(field, values)`` of ``pairs`` (values: an array of the field's shape,
+    plus its vector or matrix axes), as ``field.from_numpy(values)`` does, with one kernel
+    per field dtype and 32 fields."""
+    checked = []
+    for field, values in pairs:
+        values = np.asarray(values)
+        want = _array_shape_of(field)
+        if values.shape != want and not (values.size == 1 and want in ((), (1,))):
+            raise ValueError(f"values of shape {values.shape} do not fit a field of shape "
+                             f"{want}")
+        checked.append((field, values))
+    for dtype, batch in _batches(checked, lambda pair: to_numpy_type(pair[0].dtype)):
+        flat = np.concatenate([np.asarray(v, dtype=dtype).ravel() for _, v in batch])
+        _write(tuple(f for f, _ in batch), _starts([v.size for _, v in batch]), flat)

@@ -19,7 +19,13 @@ import numpy as np
 import torch
 
 from gradsim_taichi import field_pool, runtime
-from gradsim_taichi.kernels import field_shape, field_to_torch, torch_to_field
+from gradsim_taichi.kernels import (
+    field_shape,
+    field_to_torch,
+    torch_to_field,
+    write_fields,
+    zero_fields,
+)
 
 
 @dataclass
@@ -121,13 +127,11 @@ class Learnable:
         return self.learnable_field(name, field, doc, positive=positive,
                                     nonnegative=nonnegative)
 
-    def fill_learnables(self) -> None:
-        """Write the values of the fields :meth:`learnable` made since the last call."""
-        for field, values in self.__dict__.pop("_unfilled", []):
-            if field.shape == () and values.ndim == 0:  # from_numpy takes no 0-d arrays
-                field[None] = float(values)
-            else:
-                field.from_numpy(values)
+    def fill_learnables(self, others=()) -> None:
+        """Write the values of the fields :meth:`learnable` made since the last call, and
+        the ``(field, values)`` pairs ``others``, in one kernel per field dtype
+        (:func:`~gradsim_taichi.kernels.write_fields`)."""
+        write_fields([*self.__dict__.pop("_unfilled", []), *others])
 
     def learnable_field(self, name, field, doc, shape=None, positive=False,
                         nonnegative=False):
@@ -149,9 +153,12 @@ class Learnable:
     def learnable_fields(self) -> list:
         return [f for _, f in self.__dict__.get("_learnables", {}).values() if f is not None]
 
+    def learnable_grads(self) -> list:
+        """The gradient fields :meth:`zero_grads` clears."""
+        return [f.grad for f in self.learnable_fields()]
+
     def zero_grads(self) -> None:
-        for field in self.learnable_fields():
-            field.grad.fill(0)
+        zero_fields(self.learnable_grads())
 
 
 class ParamSet:

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from gradsim_taichi import runtime
 from gradsim_taichi.checks import STABILITY_LIMITS
+from gradsim_taichi.kernels import read_fields
 from gradsim_taichi.model import Model
 from gradsim_taichi.params import ParamSet, engine_tensor
 
@@ -89,8 +90,9 @@ class Simulation:
         particles = self.model.particles
         if particles is None:
             return
-        mass = particles.mass.to_numpy().astype(np.float64)
-        mass[particles.pinned.to_numpy().astype(bool)] = np.inf  # pinned: never moves
+        mass, pinned = read_fields([particles.mass, particles.pinned])
+        mass = mass.astype(np.float64)
+        mass[pinned.astype(bool)] = np.inf  # pinned: never moves
         free = np.isfinite(mass)
         if not free.any():
             return

@@ -46,8 +46,7 @@ class Aerodynamics(ForceModelBase):
         self.drag = self.learnable("cloth_drag", drag,
                                    "cloth aerodynamic drag coefficient [kg/m^3]", nonnegative=True)
         self.wind = self.learnable("wind", wind, "wind velocity [m/s], (3,)", n=3)
-        self.tris.from_numpy(tris)
-        self.fill_learnables()
+        self.fill_learnables([(self.tris, tris)])
 
     @ti.kernel
     def apply(self, x: ti.template(), v: ti.template(), f: ti.template(), row: ti.i32):

@@ -19,7 +19,7 @@ import numpy as np
 import taichi as ti
 
 from gradsim_taichi import field_pool, runtime
-from gradsim_taichi.kernels import WithAdjoint
+from gradsim_taichi.kernels import WithAdjoint, read_fields
 from gradsim_taichi.solvers.registry import ForceModelBase
 from gradsim_taichi.solvers.scatter import Scatter
 
@@ -78,7 +78,6 @@ class Bending(ForceModelBase):
     def __init__(self, hinges, rest_angle, ke, kd):
         real = runtime.real()
         h = np.asarray(hinges, dtype=np.int32).reshape(-1, 4)
-        dtype = runtime.np_dtype()
         self.count = len(h)
         self.scatter = Scatter(h, ns_per_item=60.0)  # atomic adds when parallel
         self.hinges = field_pool.vector(4, ti.i32, shape=self.count)
@@ -87,9 +86,7 @@ class Bending(ForceModelBase):
                                  nonnegative=True)
         self.kd = self.learnable("edge_kd", kd, "cloth bending damping [N m s/rad], per hinge",
                                  nonnegative=True)
-        self.hinges.from_numpy(h)
-        self.rest.from_numpy(np.asarray(rest_angle, dtype=dtype))
-        self.fill_learnables()
+        self.fill_learnables([(self.hinges, h), (self.rest, rest_angle)])
         # theta of every hinge at every substep of the segment, from the forward pass: the
         # adjoint reads it instead of calling atan2 again (~20 ns a call on the CPU)
         self.angle = field_pool.field(real, shape=(1, self.count))
@@ -98,10 +95,10 @@ class Bending(ForceModelBase):
     def stability_terms(self, x0) -> list:
         """Bending stiffness and damping as forces per unit displacement: ``edge_ke / L^2``
         (a displacement d turns the hinge by about d / L, its torque acts through L)."""
-        h = self.hinges.to_numpy()
+        h, ke, kd = read_fields([self.hinges, self.ke, self.kd])
         length2 = np.maximum(((x0[h[:, 0]] - x0[h[:, 1]]) ** 2).sum(axis=1), 1e-18)
-        return [("edge_ke", "stiffness", self.ke.to_numpy() / length2, h),
-                ("edge_kd", "damping", self.kd.to_numpy() / length2, h)]
+        return [("edge_ke", "stiffness", ke / length2, h),
+                ("edge_kd", "damping", kd / length2, h)]
 
     def allocate(self, rows: int, frames: int) -> None:
         self.angle = field_pool.field(runtime.real(), shape=(rows, self.count))

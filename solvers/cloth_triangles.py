@@ -24,7 +24,7 @@ import numpy as np
 import taichi as ti
 
 from gradsim_taichi import field_pool, runtime
-from gradsim_taichi.kernels import WithAdjoint
+from gradsim_taichi.kernels import WithAdjoint, read_fields
 from gradsim_taichi.solvers.registry import ForceModelBase
 from gradsim_taichi.solvers.scatter import Scatter
 
@@ -80,17 +80,13 @@ class ClothTriangles(ForceModelBase):
         self.tris = field_pool.vector(3, ti.i32, shape=self.count)
         self.pose = field_pool.matrix(2, 2, real, shape=self.count)
         self.rest_area = field_pool.field(real, self.count)
-        dtype = runtime.np_dtype()
         self.ke = self.learnable("tri_ke", ke, "cloth stretch stiffness [N/m], per triangle",
                                  nonnegative=True)
         self.ka = self.learnable("tri_ka", ka, "cloth area stiffness [N/m], per triangle",
                                  positive=True)
         self.kd = self.learnable("tri_kd", kd, "cloth area damping [N s/m], per triangle",
                                  nonnegative=True)
-        self.tris.from_numpy(tris.astype(np.int32))
-        self.pose.from_numpy(dm.astype(dtype))
-        self.rest_area.from_numpy(area.astype(dtype))
-        self.fill_learnables()
+        self.fill_learnables([(self.tris, tris), (self.pose, dm), (self.rest_area, area)])
         self.frames = 0
         self.act = None
         self.apply_frame = WithAdjoint(self._forces, self._forces_adjoint)
@@ -99,9 +95,8 @@ class ClothTriangles(ForceModelBase):
     def stability_terms(self, x0) -> list:
         """Membrane stiffness (``tri_ke + tri_ka``, a vertex's stiffness for an
         in-plane displacement, up to a factor of order one) and damping per triangle."""
-        tris = self.tris.to_numpy()
-        return [("tri_ke + tri_ka", "stiffness", self.ke.to_numpy() + self.ka.to_numpy(), tris),
-                ("tri_kd", "damping", self.kd.to_numpy(), tris)]
+        tris, ke, ka, kd = read_fields([self.tris, self.ke, self.ka, self.kd])
+        return [("tri_ke + tri_ka", "stiffness", ke + ka, tris), ("tri_kd", "damping", kd, tris)]
 
     def allocate(self, rows: int, frames: int) -> None:
         """Per-frame activations ``[frames, T]`` (zero: the rest shape)."""

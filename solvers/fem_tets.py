@@ -36,7 +36,7 @@ import taichi as ti
 import torch
 
 from gradsim_taichi import field_pool, runtime
-from gradsim_taichi.kernels import WithAdjoint, field_to_torch, torch_to_field
+from gradsim_taichi.kernels import WithAdjoint, field_to_torch, read_fields, torch_to_field
 from gradsim_taichi.params import Param, engine_tensor
 from gradsim_taichi.solvers.registry import ForceModelBase
 from gradsim_taichi.solvers.scatter import Scatter
@@ -99,7 +99,7 @@ class TetFEM(ForceModelBase):
     per_frame = True  # apply(x, v, f, row, frame): activations are per frame
 
     def __init__(self, tets, rest_positions, mu, lam, damping, density, particles):
-        real, dtype = runtime.real(), runtime.np_dtype()
+        real = runtime.real()
         tets = np.asarray(tets, dtype=np.int64)
         self.count = len(tets)
         self.particles = particles
@@ -116,10 +116,7 @@ class TetFEM(ForceModelBase):
         self.lam = self.learnable("tet_lambda", lam, "Lame lambda of each tet [Pa], per tet")
         self.kd = self.learnable("tet_damping", damping,
                                  "tet strain-rate viscosity [Pa s], per tet", nonnegative=True)
-        self.tets.from_numpy(tets.astype(np.int32))
-        self.dm_inv.from_numpy(dm_inv.astype(dtype))
-        self.vol.from_numpy(vol.astype(dtype))
-        self.fill_learnables()
+        self.fill_learnables([(self.tets, tets), (self.dm_inv, dm_inv), (self.vol, vol)])
         self.declare(self._density_param())
         self.act = None
         self.frames = 0
@@ -134,10 +131,10 @@ class TetFEM(ForceModelBase):
         lambda) a`` and ``damping a`` with ``a`` its edge length (force ~ modulus x
         area x strain = modulus a^2 (d / a))."""
         edge = 2.04 * np.cbrt(np.abs(self._vol))  # a regular tet of volume V has edge 2.04 V^(1/3)
-        mu, lam = self.mu.to_numpy(), self.lam.to_numpy()
+        mu, lam, kd = read_fields([self.mu, self.lam, self.kd])
         return [("tet_mu, tet_lambda", "stiffness", (2 * mu + np.maximum(lam, 0.0)) * edge,
                  self._tets),
-                ("tet_damping", "damping", self.kd.to_numpy() * edge, self._tets)]
+                ("tet_damping", "damping", kd * edge, self._tets)]
 
     # ---- storage and parameters --------------------------------------------------------
     def allocate(self, rows: int, frames: int) -> None:
@@ -304,7 +301,7 @@ class TetFEM(ForceModelBase):
         """Total elastic energy [J] at ``positions [N, 3]`` (zero at rest without
         activation); ``activation`` is a scalar or ``[T]`` (default 0)."""
         F = self.deformation(positions)
-        mu_s, lam_s = smith_parameters(self.mu.to_numpy(), self.lam.to_numpy())
+        mu_s, lam_s = smith_parameters(*read_fields([self.mu, self.lam]))
         a = np.zeros(self.count) if activation is None else np.broadcast_to(activation,
                                                                             (self.count,))
         ic = np.einsum("tij,tij->t", F, F)

@@ -13,7 +13,13 @@ import taichi as ti
 import torch
 
 from gradsim_taichi import field_pool, runtime
-from gradsim_taichi.kernels import WithAdjoint, field_to_torch, torch_to_field
+from gradsim_taichi.kernels import (
+    WithAdjoint,
+    field_to_torch,
+    torch_to_field,
+    write_fields,
+    zero_fields,
+)
 from gradsim_taichi.params import Learnable, Param, engine_tensor
 from gradsim_taichi.solvers.scatter import Scatter
 
@@ -38,8 +44,7 @@ class ParticleState(Learnable):
         self.gravity = self.learnable("gravity", gravity,
                                       "gravitational acceleration [m/s^2], (3,)", n=3)
         self.pinned = field_pool.field(ti.i32, self.n)
-        self.pinned.from_numpy(np.asarray(pinned, dtype=np.int32))
-        self.fill_learnables()
+        self.fill_learnables([(self.pinned, np.asarray(pinned))])
         self._x0 = np.asarray(positions, dtype=runtime.np_dtype())
         self._v0 = np.asarray(velocities, dtype=runtime.np_dtype())
         self._f_const = np.asarray(forces, dtype=runtime.np_dtype())
@@ -67,7 +72,7 @@ class ParticleState(Learnable):
         self.contact_acc = field_pool.vector(4, real, shape=n)  # dL/d(ke, kd, kf, mu) per particle
         self.substeps = field_pool.field(ti.i32, shape=())  # of the segment the adjoint runs
         self._substeps = 0
-        self.ext.from_numpy(np.broadcast_to(self._f_const, (frames, n, 3)).copy())
+        write_fields([(self.ext, np.broadcast_to(self._f_const, (frames, n, 3)))])
         self._fill_loop = Scatter.items((frames + 1) * n, ns_per_item=2.0)
         self._x0 = engine_tensor(self._x0).reshape(n, 3).contiguous()
         self._v0 = engine_tensor(self._v0).reshape(n, 3).contiguous()
@@ -199,13 +204,10 @@ class ParticleState(Learnable):
         them to the last row; the integrator's adjoint assigns every other row), so only
         they are zeroed: with every substep stored the buffers are the rollout's size."""
         self._clear_row0_grads()
-        self.zero_grads()
-        self.gravity_acc.fill(0)
-        self.contact_acc.fill(0)
+        zeroed = [*self.learnable_grads(), self.gravity_acc, self.contact_acc]
+        zero_fields(zeroed + ([self.out_grad_v] if grad_velocities is None else []))
         torch_to_field(grad_frames, self.out_grad)
-        if grad_velocities is None:
-            self.out_grad_v.fill(0)
-        else:
+        if grad_velocities is not None:
             torch_to_field(grad_velocities, self.out_grad_v)
 
     def seed_segment(self, first_frame: int, frames_in_segment: int, substeps: int) -> None:

@@ -28,7 +28,14 @@ import taichi as ti
 import torch
 
 from gradsim_taichi import field_pool, runtime
-from gradsim_taichi.kernels import FastKernel, field_to_torch, torch_to_field
+from gradsim_taichi.kernels import (
+    FastKernel,
+    field_to_torch,
+    read_fields,
+    torch_to_field,
+    write_fields,
+    zero_fields,
+)
 from gradsim_taichi.params import Learnable, Param, engine_tensor, field_param
 from gradsim_taichi.solvers.rigid_contact import vertex_contact
 from gradsim_taichi.solvers.scatter import Scatter
@@ -119,7 +126,6 @@ class RigidBodySystem(Learnable):
         self._loads_spec, self._impulse_spec = loads, impulses
         self._com_force_spec = list(com_forces)
         self.gravity = field_pool.vector(3, real, shape=())
-        self.gravity.from_numpy(np.asarray(gravity, dtype=dtype))
         # per body
         stack = lambda key: np.asarray([b[key] for b in bodies], dtype=dtype)  # noqa: E731
         self.mass = self.learnable("body_mass", stack("mass"), "rigid body mass [kg], [B]",
@@ -156,18 +162,16 @@ class RigidBodySystem(Learnable):
         self.com_geom = field_pool.vector(3, real, nb)
         self.i_unit = field_pool.matrix(3, 3, real, nb)
         self.i_unit_inv = field_pool.matrix(3, 3, real, nb)
-        self.fill_learnables()  # after every field of the bodies is made (see Learnable)
-        self.quat0.from_numpy(stack("orientation"))
-        self.com_geom.from_numpy(stack("com"))
         i_unit = stack("inertia_unit")
-        self.i_unit.from_numpy(i_unit)
-        self.i_unit_inv.from_numpy(np.linalg.inv(i_unit).astype(dtype))
+        writes = [(self.gravity, np.asarray(gravity, dtype=dtype)),
+                  (self.quat0, stack("orientation")), (self.com_geom, stack("com")),
+                  (self.i_unit, i_unit), (self.i_unit_inv, np.linalg.inv(i_unit))]
         # per vertex: position relative to the geometric COM (mesh frame) and body id
         self.vlocal = field_pool.vector(3, real, max(nv, 1))
         self.vbody = field_pool.field(ti.i32, max(nv, 1))
-        rel = np.concatenate([b["vertices"] - b["com"] for b in bodies]).astype(dtype)
-        self.vlocal.from_numpy(rel)
-        self.vbody.from_numpy(self.vertex_body.astype(np.int32))
+        if nv:
+            writes += [(self.vlocal, np.concatenate([b["vertices"] - b["com"] for b in bodies])),
+                       (self.vbody, self.vertex_body)]
         # point loads (forces at points or in the body frame) and impulses
         self.nl, self.nk = len(loads), len(impulses)
         self.load_body = field_pool.field(ti.i32, max(self.nl, 1))
@@ -183,16 +187,15 @@ class RigidBodySystem(Learnable):
                                          (impulses, self.imp_body, self.imp_point,
                                           self.imp_flags)):
             if spec:
-                body.from_numpy(np.asarray([s["body"] for s in spec], dtype=np.int32))
-                point.from_numpy(np.asarray(
-                    [np.zeros(3) if s["point"] is None else s["point"] - bodies[s["body"]]["com"]
-                     for s in spec], dtype=dtype))
-                flags.from_numpy(np.asarray(
-                    [[s["point"] is not None, s["frame"] == "body"] for s in spec], dtype=dtype))
+                writes += [
+                    (body, [s["body"] for s in spec]),
+                    (point, [np.zeros(3) if s["point"] is None
+                             else s["point"] - bodies[s["body"]]["com"] for s in spec]),
+                    (flags, [[s["point"] is not None, s["frame"] == "body"] for s in spec])]
         if impulses:
-            self.imp_window.from_numpy(np.asarray([[s["start"], s["duration"]]
-                                                   for s in impulses], dtype=dtype))
-            self.impulse.from_numpy(np.asarray([s["impulse"] for s in impulses], dtype=dtype))
+            writes += [(self.imp_window, [[s["start"], s["duration"]] for s in impulses]),
+                       (self.impulse, [s["impulse"] for s in impulses])]
+        self.fill_learnables(writes)  # after every field is made (see Learnable.learnable)
         self.rows = self.frames = 0
         self._first = 0
 
@@ -225,9 +228,7 @@ class RigidBodySystem(Learnable):
             lf[_frame_indices(s["frames"], frames), l] += s["force"]
         for s in self._com_force_spec:
             ext[_frame_indices(s["frames"], frames), s["body"]] += s["force"]
-        dtype = runtime.np_dtype()
-        self.ext_f.from_numpy(ext.astype(dtype))
-        self.load_force.from_numpy(lf.astype(dtype))
+        write_fields([(self.ext_f, ext), (self.load_force, lf)])
         self.learnable_field("body_force", self.ext_f,
                              "world force at the centre of mass per frame [N], [frames, B, 3]")
         self.learnable_field("body_torque", self.ext_t,
@@ -434,20 +435,21 @@ class RigidBodySystem(Learnable):
     def body_states(self) -> dict:
         """Checkpointed states ``{"position" (COM), "orientation", "velocity",
         "angular_velocity"}``, each ``[frames + 1, B, k]``."""
-        return {"position": self.xc.to_numpy(), "orientation": self.qc.to_numpy(),
-                "velocity": self.vc.to_numpy(), "angular_velocity": self.wc.to_numpy()}
+        names = ("position", "orientation", "velocity", "angular_velocity")
+        return dict(zip(names, read_fields([self.xc, self.qc, self.vc, self.wc])))
 
     # ---- backward --------------------------------------------------------------------
     def begin_backward(self, grad_frames) -> None:
         """Zero all adjoints; ``grad_frames`` is dL/d(vertex positions) [frames + 1, V, 3]."""
-        for field in (self.x, self.v, self.w, self.q, self.fsum, self.tsum, self.ext_f,
-                      self.ext_t, self.load_force, self.impulse, self.quat0):
-            field.grad.fill(0)
-        self.zero_grads()  # every declared parameter's field
+        grads = [f.grad for f in (self.x, self.v, self.w, self.q, self.fsum, self.tsum,
+                                  self.ext_f, self.ext_t, self.load_force, self.impulse,
+                                  self.quat0)]
+        grads += [g for g in self.learnable_grads() if all(g is not h for h in grads)]
+        if not self.nv:
+            grads.append(self.verts.grad)
+        zero_fields(grads)  # with every declared parameter's field
         if self.nv:
             torch_to_field(grad_frames, self.verts.grad)
-        else:
-            self.verts.grad.fill(0)
 
     @ti.kernel
     def _seed(self, last: ti.i32):

@@ -30,6 +30,7 @@ import numpy as np
 import taichi as ti
 
 from gradsim_taichi import field_pool, runtime
+from gradsim_taichi.kernels import write_fields
 
 
 @ti.data_oriented
@@ -58,11 +59,9 @@ class Scatter:
         self.ids = field_pool.field(ti.i32, self.n_gather)
         self.ptr = field_pool.field(ti.i32, self.n_gather + 1)
         self.slot = field_pool.field(ti.i32, len(flat))
-        self.ids.from_numpy(ids.astype(np.int32))
-        self.ptr.from_numpy(ptr.astype(np.int32))
-        self.slot.from_numpy(order.astype(np.int32))
         self.bufs = [field_pool.vector(3, runtime.real(), shape=(self.count, self.corners))
                      for _ in range(channels)]
+        write_fields([(self.ids, ids), (self.ptr, ptr), (self.slot, order)])
 
     @classmethod
     def items(cls, count: int, ns_per_item: float) -> "Scatter":

@@ -4,7 +4,7 @@ import numpy as np
 import taichi as ti
 
 from gradsim_taichi import field_pool, runtime
-from gradsim_taichi.kernels import WithAdjoint
+from gradsim_taichi.kernels import WithAdjoint, read_fields
 from gradsim_taichi.solvers.registry import ForceModelBase
 from gradsim_taichi.solvers.scatter import Scatter
 
@@ -34,8 +34,7 @@ class Springs(ForceModelBase):
                                  "spring damping [N s/m], per spring", nonnegative=True)
         self.rest = self.learnable("spring_rest_length", rest_length,
                                    "spring rest length [m], per spring", positive=True)
-        self.ends.from_numpy(ends.astype(np.int32))
-        self.fill_learnables()
+        self.fill_learnables([(self.ends, ends)])
         # length and 1 / length of every spring at every substep of the segment, from the
         # forward pass: the adjoint reads them instead of a square root and a division
         self.lengths = field_pool.vector(2, real, shape=(1, self.count))
@@ -56,9 +55,9 @@ class Springs(ForceModelBase):
     def stability_terms(self, x0) -> list:
         """``(name, "stiffness" | "damping", value per spring, ends)`` for the explicit
         stability check (see :meth:`Simulation._warn_if_unstable`)."""
-        ends = self.ends.to_numpy()
-        return [("spring_stiffness", "stiffness", self.ke.to_numpy(), ends),
-                ("spring_damping", "damping", self.kd.to_numpy(), ends)]
+        ends, ke, kd = read_fields([self.ends, self.ke, self.kd])
+        return [("spring_stiffness", "stiffness", ke, ends),
+                ("spring_damping", "damping", kd, ends)]
 
     # No kernel here is differentiated by Taichi (the adjoints are hand-written), so two
     # top-level loops per kernel are fine. The dynamic inner loops accumulate scalars only.

@@ -167,6 +167,9 @@ def test_in_process_equals_one_by_one_and_isolates_failures(tmp_path, capsys):
     assert "2 of 4 items done, 2 failed" in printed and "corrupt failed" in printed
 
 
+# (batch items equal estimate(): test_in_process_equals_one_by_one_and_isolates_failures and
+# test_scene_file_items_run_and_bad_files_fail_alone; the CLI command here: slow tier)
+@pytest.mark.slow
 @pytest.mark.usefixtures("quick_calibration")
 def test_batch_item_equals_the_estimate_command(tmp_path):
     """The same folder contents and numbers as `gradsim-taichi estimate`."""

@@ -115,6 +115,9 @@ def _outputs(out):
     return {p.name: p.read_bytes() for p in out.iterdir() if p.name not in ("state.pt", ".lock")}
 
 
+# (resume from a saved state: test_a_damaged_resume_state_is_exit_2..., test_batch.py and
+# test_control.py resume in the default run; the SIGKILL mid-run here is the slow tier)
+@pytest.mark.slow
 def test_kill_9_then_resume_gives_the_uninterrupted_result(tmp_path):
     """A run killed with SIGKILL mid-way (after its first resume state) and resumed ends
     exactly where an uninterrupted run does (one thread: bitwise reproducible)."""

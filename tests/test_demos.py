@@ -92,6 +92,7 @@ def test_cloth_handle_follows_target():
     assert st.grab is None and np.all(st.v[corner] == 0)
 
 
+@pytest.mark.slow  # (the viewer itself: test_estimation_viewer_headless)
 def test_estimation_viewer_with_the_readme_arguments(tmp_path):
     """The README's command (``--scene rigid-mass``, the scene's 40 frames) while the
     estimation is still in its 13-frame warm-up horizon: it used to index frame 40 of

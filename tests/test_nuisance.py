@@ -288,7 +288,7 @@ def test_calibration_recovers_the_cameras_blur_and_response_from_the_first_frame
     assert calib["loss_after"] < 1e-12 * calib["loss_before"]
 
 
-@pytest.mark.parametrize("optimizer", ["lbfgs", "lm"])
+@pytest.mark.parametrize("optimizer", [pytest.param("lbfgs", marks=pytest.mark.slow), "lm"])
 def test_a_gradient_optimiser_holds_the_calibrated_camera_through_the_warm_up(
         monkeypatch, optimizer):
     """L-BFGS keeps the frame-0 calibration's camera until every frame is fitted, then
@@ -319,6 +319,7 @@ def test_a_gradient_optimiser_holds_the_calibrated_camera_through_the_warm_up(
 
 
 
+@pytest.mark.slow  # (restarts themselves: test_estimation_own_videos.py)
 def test_restarts_calibrate_frame_0_once_and_end_as_runs_of_their_own(monkeypatch):
     """The guesses of ``restarts`` leave frame 0 alone (the mass does not move the
     initial state), so its calibration runs once; each restart still ends bit for bit
@@ -356,6 +357,7 @@ def test_restarts_calibrate_frame_0_once_and_end_as_runs_of_their_own(monkeypatc
     estimate(_scene(size=16, frames=2, shape="cone"), target, _calibrations=cache, **kw)
     assert len(cache) == 2
 
+@pytest.mark.slow
 def test_fit_gives_each_warm_up_horizon_more_iterations():
     """With nuisance parameters the scene's warm-up horizons get FIT_WARMUP_ITERS each,
     at most half the run together; a warm-up given explicitly is kept as it is."""

@@ -37,8 +37,10 @@ PARAMS = {"rigid": ("body_mass", "contact_ke", "body_velocity"),
           "particles": ("mass", "contact_kd", "initial_velocity")}
 
 
-@pytest.mark.parametrize("make", [rigid_sim, cloth_sim])
-@pytest.mark.parametrize("checkpoint", [True, False])
+# (stored substeps (checkpoint=False) of the rigid bodies: slow tier; of the cloth: default)
+@pytest.mark.parametrize("make, checkpoint", [
+    (rigid_sim, True), pytest.param(rigid_sim, False, marks=pytest.mark.slow),
+    (cloth_sim, True), (cloth_sim, False)])
 def test_the_first_k_frames_and_their_gradients_equal_the_full_rollouts(make, checkpoint):
     sim, out = make(checkpoint)
     names = PARAMS[out]
@@ -86,7 +88,10 @@ def test_a_frame_count_out_of_range_is_named(frames):
 
 
 # (the partial sums themselves: test_serial_parallel.py; here their row size, slow tier)
-@pytest.mark.parametrize("slots", ["1", pytest.param("4", marks=pytest.mark.slow)])
+# (checkpoint="auto" choosing full storage by row_bytes: test_particle_gradients.py in the
+# default run)
+@pytest.mark.slow
+@pytest.mark.parametrize("slots", ["1", "4"])
 def test_rigid_row_bytes_size_full_storage(monkeypatch, slots):
     """A rigid body says what one stored substep row costs (``row_bytes``), so
     ``checkpoint="auto"`` stores a short rigid rollout; its gradients are the

@@ -60,8 +60,9 @@ def rollout(scene, values=None):
     return out["rigid"], scene.render(out)
 
 
-@pytest.mark.parametrize("preset, shape", [("rigid-mass", "box"), ("rigid-mass", "cone"),
-                                           ("rigid-contact", "lshape")])
+@pytest.mark.parametrize("preset, shape", [
+    ("rigid-mass", "box"), pytest.param("rigid-mass", "cone", marks=pytest.mark.slow),
+    ("rigid-contact", "lshape")])
 def test_preset_to_file_to_scene_gives_the_same_rollout(tmp_path, preset, shape):
     scene = make_scene(preset, shape=shape, width=24, height=24, frames=10)
     path = tmp_path / "scene.toml"
@@ -572,6 +573,7 @@ def test_an_unknowns_doc_is_its_parameters_doc():
         scene_from_toml(BASE.replace("true = 4.0 }", "true = 4.0, doc = 1 }"))
 
 
+@pytest.mark.slow  # (shape variants of a file: test_shape_variants_of_a_file)
 def test_cli_shape_picks_a_variant_of_a_scene_file(tmp_path, capsys):
     from gradsim_taichi.scenes import SCENES
 

@@ -50,7 +50,9 @@ def scatters(model) -> list[Scatter]:
 
 
 @cpu_only
-@pytest.mark.parametrize("add", [springs_and_cloth, soft_box, rigid_bodies])
+# (the tets' parallel loops are those of the cloth's force models: soft_box is the slow tier)
+@pytest.mark.parametrize("add", [springs_and_cloth, pytest.param(soft_box, marks=pytest.mark.slow),
+                                 rigid_bodies])
 def test_parallel_paths_match_serial(add, monkeypatch):
     results = []
     for work_ns in (runtime.SERIAL_WORK_NS, 0.0):  # default (serial here), then parallel

@@ -44,8 +44,10 @@ def _loss(out):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("precision", [pytest.param("f64", marks=pytest.mark.precision("f64")),
-                                       pytest.param("f32", marks=pytest.mark.precision("f32"))])
+# (f64 outputs and gradients on the engine's device are every other test's; f32 is this one's)
+@pytest.mark.parametrize("precision", [
+    pytest.param("f64", marks=[pytest.mark.precision("f64"), pytest.mark.slow]),
+    pytest.param("f32", marks=pytest.mark.precision("f32"))])
 def test_outputs_and_gradients_follow_the_engine(precision):
     assert gs.info()["precision"] == precision
     sim = gs.Simulation(_model(), frames=3, substeps=8)
@@ -72,6 +74,7 @@ def test_outputs_and_gradients_follow_the_engine(precision):
     np.testing.assert_array_equal(sim.param_grad("body_mass"), g.cpu().numpy())
 
 
+@pytest.mark.slow  # a guard on the transfer path; the transfers' results: the tests above
 def test_a_rollout_does_not_go_through_numpy(monkeypatch):
     """Forward and backward through ``simulate``: no numpy conversion, no Taichi copy that
     waits (``to_torch`` / ``from_torch`` call ``ti.sync()``), no Python-scope field access,

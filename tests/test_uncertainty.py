@@ -202,6 +202,7 @@ def test_nuisance_values_left_free_widen_the_interval_by_their_schur_complement(
     assert np.max(free / held) > 1.05  # the camera trades against the velocity
 
 
+@pytest.mark.slow
 def test_a_sharp_clip_holds_the_blur_at_zero_without_a_warning():
     """``fit="blur"`` on a sharp clip: the frame-0 calibration sets the blur to exactly
     0, where the loss is flat in its square root (``blur_sigma``) and the run leaves it;
