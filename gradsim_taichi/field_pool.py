@@ -127,9 +127,10 @@ def _reuse(record: _Record, key):
 
 
 def _zero_all(released: list) -> None:
-    """Zero a released list's fields and their gradients, as new fields are, in one
-    kernel: all of them, before the owner writes into the first (the few it may not take
-    go back to the pool and are zeroed again when taken)."""
+    """Zero a released list's fields and their gradients, as new fields are
+    (:func:`kernels.zero_fields`: 32 to a kernel): all of them, before the owner writes
+    into the first (the few it may not take go back to the pool and are zeroed again when
+    taken)."""
     fields = []
     for _, made in released:
         fields.append(made)

@@ -19,9 +19,10 @@ def fields_and_values(real, rng):
     return fields, values
 
 
-@pytest.mark.parametrize("precision", ["f64", "f32"])
+@pytest.mark.parametrize("precision", [pytest.param(p, marks=pytest.mark.precision(p))
+                                       for p in ("f64", "f32")])
 def test_written_fields_hold_what_from_numpy_writes(precision):
-    gs.init(arch=gs.info()["arch"], precision=precision)
+    assert gs.info()["precision"] == precision
     real = gs.runtime.real()
     rng = np.random.default_rng(3)
     ours, values = fields_and_values(real, rng)
