@@ -260,4 +260,35 @@ class ModelBuilder(ClothBuilderMixin, SoftBodyBuilderMixin, RigidBuilderMixin):
                           **self.contact_smoothing, **contact)
         return Model(particles, springs=springs, ground=ground,
                      force_factories=self._force_factories,
-                     system_factories=self._system_factories)
+                     system_factories=self._system_factories,
+                     structure=_structure(vars(self)))
+
+
+def _structure(value, depth: int = 0):
+    """What of a builder's state decides the shapes of its model's fields: array shapes,
+    lengths, flags, names and types, not the values of numbers. Models whose builders give
+    equal structures are built of the same fields, so the field pool hands a rebuilt model
+    the fields of one built like it (a preference only: any fields of the right shapes
+    are correct)."""
+    if depth > 8:  # (builder state is a few levels deep; this stops any cycle)
+        return type(value).__name__
+    depth += 1
+    if isinstance(value, np.ndarray):
+        return ("array", value.shape, value.dtype.str)
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, float, np.number)):
+        return type(value).__name__
+    if isinstance(value, dict):
+        return tuple((key, _structure(item, depth)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(_structure(item, depth) for item in value)
+    if isinstance(value, (set, frozenset)):
+        return tuple(sorted(map(repr, value)))
+    if isinstance(value, range):
+        return ("range", len(value))
+    if callable(value):
+        return getattr(value, "__qualname__", type(value).__name__)
+    if hasattr(value, "__dict__"):
+        return type(value).__name__, _structure(vars(value), depth)
+    return type(value).__name__

@@ -11,7 +11,12 @@ Fields made with :func:`field`, :func:`vector` and :func:`matrix` inside
 When the owner is garbage-collected they go back to the pool, in the order they were made;
 the next owner that asks for fields of the same kind, dtype, shape and gradient, in the
 same order, gets those fields back, zeroed with their gradients, so its kernels are the
-ones already compiled. Its first request that differs ends the reuse for that owner: its
+ones already compiled. An owner of a known ``structure`` (what :func:`owned_by` was
+given: a model's builder says what decides its fields' shapes) takes the newest released
+list of its own structure, else one of no known structure, and never one of another
+structure: such a list would match only up to where the two differ (a few per-body
+fields, too few to spare a compile), and the model it was made for, built again, would
+find it split. Its first request that differs ends the reuse for that owner: its
 remaining fields are new (and share one field tree, as without the pool). Outside an
 owner, and with ``GRADSIM_TAICHI_NO_FIELD_POOL=1``, these functions are Taichi's own.
 
@@ -32,8 +37,9 @@ from gradsim_taichi import kernels, runtime
 
 _DISABLED = os.environ.get("GRADSIM_TAICHI_NO_FIELD_POOL", "") not in ("", "0")
 
-# the fields of dead owners, newest last: (runtime generation, [(key, field), ...]); a
-# list of an earlier Taichi (before the last init) is never taken: its fields are gone
+# the fields of dead owners, newest last: (runtime generation, structure, [(key, field),
+# ...]); a list of an earlier Taichi (before the last init) is never taken: its fields
+# are gone
 _released: list = []
 _owners: list = []  # the owners allocating now (innermost last) and their records
 
@@ -41,7 +47,8 @@ _owners: list = []  # the owners allocating now (innermost last) and their recor
 class _Record:
     """An owner's fields in the order made, and the released list it is reusing."""
 
-    def __init__(self):
+    def __init__(self, structure):
+        self.structure = structure
         self.fields: list = []
         self.reused: list | None = None
         self.cursor = 0
@@ -49,14 +56,16 @@ class _Record:
 
 
 @contextmanager
-def owned_by(owner):
+def owned_by(owner, structure=None):
     """Fields made inside (with this module's functions) belong to ``owner`` and return to
     the pool when it is garbage-collected. ``owner`` may enter several times (a model's
-    constructor, then its ``allocate``): its fields form one sequence."""
+    constructor, then its ``allocate``): its fields form one sequence. ``structure`` (any
+    hashable, given at the first entry; None: unknown) names what decides the fields'
+    shapes: owners of equal structures are handed each other's fields first."""
     record = owner.__dict__.get("_field_pool_record")
     if record is None:
-        record = owner._field_pool_record = _Record()
-        weakref.finalize(owner, _release, runtime.generation(), record.fields)
+        record = owner._field_pool_record = _Record(structure)
+        weakref.finalize(owner, _release, runtime.generation(), structure, record.fields)
     _owners.append((owner, record))
     try:
         yield
@@ -110,7 +119,7 @@ def _reuse(record: _Record, key):
     if not record.reusing:
         return None
     if record.reused is None:
-        record.reused = _take_released(key)
+        record.reused = _take_released(key, record.structure)
         if record.reused is None:
             record.reusing = False
             return None
@@ -119,7 +128,7 @@ def _reuse(record: _Record, key):
         record.reusing = False
         rest = record.reused[record.cursor:]
         if rest:  # still dead fields: another owner may start with them
-            _released.append((runtime.generation(), rest))
+            _released.append((runtime.generation(), None, rest))
         return None
     made = record.reused[record.cursor][1]
     record.cursor += 1
@@ -140,14 +149,18 @@ def _zero_all(released: list) -> None:
     kernels.zero_fields(fields)
 
 
-def _take_released(first_key):
-    """The newest released list that starts with ``first_key``, removed from the pool."""
+def _take_released(first_key, structure):
+    """The newest released list that starts with ``first_key``, removed from the pool: for
+    an owner of a known ``structure`` one released by an owner of that structure, else one
+    of no known structure; for an owner of no known structure any."""
     for attempt in range(2):
         generation = runtime.generation()
         _released[:] = [r for r in _released if r[0] == generation]
-        for k in range(len(_released) - 1, -1, -1):
-            if _released[k][1][0][0] == first_key:
-                return _released.pop(k)[1]
+        starts = [k for k, r in enumerate(_released) if r[2][0][0] == first_key
+                  and (structure is None or r[1] in (None, structure))]
+        same = [k for k in starts if structure is not None and _released[k][1] == structure]
+        if same or starts:
+            return _released.pop((same or starts)[-1])[2]
         if attempt == 0:
             # dead models sit in reference cycles (kernels bound to their systems) until
             # the cycle collector runs: run it now (~0.1 s) rather than compile again (seconds)
@@ -155,7 +168,7 @@ def _take_released(first_key):
     return None
 
 
-def _release(generation: int, fields: list) -> None:
+def _release(generation: int, structure, fields: list) -> None:
     """An owner was collected: its fields (of a live Taichi) go back to the pool."""
     if fields and generation == runtime.generation():
-        _released.append((generation, list(fields)))
+        _released.append((generation, structure, list(fields)))

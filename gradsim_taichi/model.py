@@ -83,12 +83,14 @@ class Model:
     """The systems of a scene (built by ``ModelBuilder.finalize``)."""
 
     def __init__(self, particles: dict | None, springs=None, ground=None,
-                 force_factories=(), system_factories=()):
+                 force_factories=(), system_factories=(), structure=None):
         runtime.ensure_init()
         runtime.check_field_room("a Model")
         self._generation = runtime.generation()
-        # fields of a collected model of this structure come back (field_pool)
-        with field_pool.owned_by(self):
+        # fields of a collected model of this structure come back (field_pool; structure:
+        # what decides the fields' shapes, from the builder, so that a rebuilt model finds
+        # its own released fields first)
+        with field_pool.owned_by(self, structure):
             self._build_systems(particles, springs, ground, force_factories,
                                 system_factories)
 

@@ -39,7 +39,11 @@ def rollout_and_grads(sim, scale=1.0):
 
 
 def fields_of(sim):
-    return {id(f) for _, f in sim.model._field_pool_record.fields}
+    return fields_of_model(sim.model)
+
+
+def fields_of_model(model):
+    return {id(f) for _, f in model._field_pool_record.fields}
 
 
 def field_values(sim):
@@ -96,6 +100,31 @@ def test_other_structures_get_other_fields_and_live_models_share_none(monkeypatc
     out, grads = rollout_and_grads(other)
     assert_same(out, fresh[0])
     assert_same(grads, fresh[1])
+
+
+def test_a_rebuilt_model_takes_its_own_structure_s_fields_first():
+    """Two structures that start alike, released in turn: each rebuilt model gets back the
+    fields of the one built like it, not the newest list (which would split both)."""
+    def small_box():
+        b = gs.ModelBuilder(contact_ke=1e3, contact_kd=1.0, contact_kf=1.0, contact_mu=0.5)
+        b.add_rigid_box((0.2, 0.1, 0.15), mass=1.0, position=(0.0, 0.12, 0.0))
+        return b.finalize()
+
+    def cone():
+        b = gs.ModelBuilder(contact_ke=1e3, contact_kd=1.0, contact_kf=1.0, contact_mu=0.5)
+        b.add_rigid_cone(0.1, 0.2, 12, mass=1.0, position=(0.0, 0.12, 0.0))
+        return b.finalize()
+
+    gc.collect()
+    box, other = small_box(), cone()
+    box_fields, cone_fields = fields_of_model(box), fields_of_model(other)
+    del box
+    gc.collect()
+    del other
+    gc.collect()  # released in turn: the cone's list is the newest
+    assert fields_of_model(small_box()) == box_fields
+    gc.collect()
+    assert fields_of_model(cone()) == cone_fields
 
 
 def test_a_param_held_keeps_its_model_s_fields():
