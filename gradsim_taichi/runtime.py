@@ -22,12 +22,16 @@ import numpy as np  # noqa: E402
 import taichi as ti  # noqa: E402
 import torch  # noqa: E402
 
+from gradsim_taichi import taichi_frontend  # noqa: E402
 from gradsim_taichi.version import __version__  # noqa: E402
 
 # Taichi inspects `.grad` of every torch tensor passed to a kernel; for non-leaf tensors
 # (any tensor computed in an autograd graph) torch then warns on each launch.
 warnings.filterwarnings("ignore", message=".*grad attribute of a Tensor that is not a leaf",
                         module=r"taichi\.lang\.kernel_impl")
+
+# Taichi's front end redoes source lookups and error-message formatting on every compile.
+taichi_frontend.install()
 
 _ARCHES = ("auto", "cpu", "cuda")
 _PRECISIONS = {

@@ -27,7 +27,7 @@ LAYERS = [
     ["gradsim_taichi.solvers", "gradsim_taichi.render", "gradsim_taichi.meshes",
      "gradsim_taichi.mass_properties", "gradsim_taichi.params"],
     ["gradsim_taichi.runtime", "gradsim_taichi.kernels", "gradsim_taichi.field_pool",
-     "gradsim_taichi.errors",
+     "gradsim_taichi.taichi_frontend", "gradsim_taichi.errors",
      "gradsim_taichi.version"],
 ]
 

@@ -1,0 +1,83 @@
+"""Benchmark: time to a preset's first gradient (build, simulate, render, backward: where
+an estimation's first iteration compiles its kernels), with Taichi's front end cached
+(``gradsim_taichi/taichi_frontend.py``) against Taichi's own
+(``GRADSIM_TAICHI_NO_FRONTEND_CACHE=1``).
+
+    python benchmarks/bench_compile.py [--presets rigid-mass,fem-ball] [--repeats 2]
+                                       [--json PATH]
+
+Each preset, mode and repeat runs in a process of its own: first with an empty Taichi
+kernel cache ("cold": a fresh machine, as CI is), then again on the cache that run filled
+("warm": a user's next run). Modes alternate within a repeat. Prints the median seconds
+per mode, their ratio, and whether the losses and gradients were equal across modes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+MODES = {"cached": "0", "Taichi's own": "1"}
+REBUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_rebuild.py")
+
+
+def run_child(preset: str, flag: str, cache: str) -> dict:
+    """One build of ``preset`` (bench_rebuild's child) in a fresh process."""
+    env = dict(os.environ, GRADSIM_TAICHI_NO_FRONTEND_CACHE=flag,
+               TI_OFFLINE_CACHE_FILE_PATH=cache, ENABLE_TAICHI_HEADER_PRINT="0")
+    done = subprocess.run([sys.executable, REBUILD, "--child", preset, "--builds", "1"],
+                          env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--presets", default="rigid-mass,fem-ball")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error("--repeats must be >= 1")
+
+    rows = []
+    print(f"{'preset':<16}{'cache':<7}" + "".join(f"{m + ' (s)':>18}" for m in MODES)
+          + f"{'ratio':>8}")
+    for preset in args.presets.split(","):
+        seconds = {(m, c): [] for m in MODES for c in ("cold", "warm")}
+        results = {m: [] for m in MODES}
+        for _ in range(args.repeats):
+            for mode, flag in MODES.items():
+                with tempfile.TemporaryDirectory() as cache:
+                    for kind in ("cold", "warm"):
+                        try:
+                            run = run_child(preset, flag, cache)
+                        except RuntimeError as e:
+                            print(e, file=sys.stderr)
+                            return 1
+                        seconds[mode, kind].append(run["seconds"][0])
+                        results[mode].append(run["results"][0])
+        equal = all(r == results["cached"][0] for rs in results.values() for r in rs)
+        for kind in ("cold", "warm"):
+            med = {m: statistics.median(seconds[m, kind]) for m in MODES}
+            ratio = med["Taichi's own"] / med["cached"]
+            print(f"{preset:<16}{kind:<7}" + "".join(f"{med[m]:>18.2f}" for m in MODES)
+                  + f"{ratio:>7.2f}x")
+            rows.append({"preset": preset, "cache": kind, "seconds": med,
+                         "runs": {m: seconds[m, kind] for m in MODES}, "ratio": ratio,
+                         "equal": equal})
+        print(f"{preset:<16}losses and gradients {'equal' if equal else 'DIFFER'}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0 if all(r["equal"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

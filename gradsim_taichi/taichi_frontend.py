@@ -1,0 +1,88 @@
+"""Cache what Taichi 1.7's Python front end recomputes every time it compiles a kernel.
+
+Each compile of a kernel instance (every template specialisation, every model's fields, the
+forward and the adjoint) makes Taichi re-read the kernel's source, which makes `inspect`
+scan every loaded module (torch loads thousands), and format a caret-marked source excerpt
+for every AST node, with two `textwrap` passes per line, whether or not an error is ever
+shown. Both results depend only on the source text, so caching them leaves every string
+Taichi sees unchanged. Measured in docs/architecture.md ("Taichi facts").
+
+`install()` is idempotent, and a no-op with ``GRADSIM_TAICHI_NO_FRONTEND_CACHE=1`` (to
+compare: benchmarks/bench_compile.py) or where Taichi's internals differ from what it
+expects.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+
+_installed = False
+
+
+def install() -> bool:
+    """Install the caches; returns whether they are in place."""
+    global _installed
+    if _installed:
+        return True
+    if os.environ.get("GRADSIM_TAICHI_NO_FRONTEND_CACHE", "") not in ("", "0"):
+        return False
+    try:
+        from taichi.lang import kernel_impl
+        from taichi.lang.ast.ast_transformer_utils import ASTTransformerContext
+    except ImportError:
+        return False
+    if not all(callable(getattr(kernel_impl, name, None))
+               for name in ("getsourcefile", "getsourcelines")) \
+            or not callable(getattr(ASTTransformerContext, "get_pos_info", None)):
+        return False
+    kernel_impl.getsourcefile = _by_function(kernel_impl.getsourcefile)
+    kernel_impl.getsourcelines = _by_function(kernel_impl.getsourcelines, copy=True)
+    ASTTransformerContext.get_pos_info = _positions_cached(ASTTransformerContext.get_pos_info)
+    _installed = True
+    return True
+
+
+def _by_function(lookup, copy: bool = False):
+    """`lookup(func)` remembered per function object, forgotten with the function."""
+    cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def cached(func):
+        try:
+            found = cache[func]
+        except (KeyError, TypeError):  # TypeError: not weak-referenceable, not hashable
+            found = lookup(func)
+            try:
+                cache[func] = found
+            except TypeError:
+                pass
+        if copy:  # (lines, first line number): callers get their own list
+            return list(found[0]), found[1]
+        return found
+
+    return cached
+
+
+_MULTI_LINE_HEADERS = ("For", "While", "FunctionDef", "If")
+
+
+def _positions_cached(get_pos_info):
+    """`ctx.get_pos_info(node)` keyed by everything its text depends on."""
+    cache: dict = {}
+
+    def cached(ctx, node):
+        last = node.end_lineno
+        body = getattr(node, "body", None)
+        if node.__class__.__name__ in _MULTI_LINE_HEADERS and body:
+            last = max(body[0].lineno - 1, node.lineno)  # the header lines only
+        key = (ctx.file, ctx.lineno_offset, ctx.indent, ctx.func.func.__name__,
+               node.__class__.__name__, node.lineno, node.end_lineno, node.col_offset,
+               node.end_col_offset, last, tuple(ctx.src[node.lineno - 1:max(last, node.lineno)]))
+        try:
+            return cache[key]
+        except KeyError:
+            text = cache[key] = get_pos_info(ctx, node)
+            return text
+
+    cached.__wrapped__ = get_pos_info
+    return cached
