@@ -5,7 +5,9 @@ forward and the adjoint) makes Taichi re-read the kernel's source, which makes `
 scan every loaded module (torch loads thousands), and format a caret-marked source excerpt
 for every AST node, with two `textwrap` passes per line, whether or not an error is ever
 shown. Both results depend only on the source text, so caching them leaves every string
-Taichi sees unchanged. Measured in docs/architecture.md ("Taichi facts").
+Taichi sees unchanged. And each `@ti.kernel` / `@ti.func` reads, through the same scan,
+the line its caller's caller is executing (is it a class body?): read here with
+`linecache` directly. Measured in docs/architecture.md ("Taichi facts").
 
 `install()` is idempotent, and a no-op with ``GRADSIM_TAICHI_NO_FRONTEND_CACHE=1`` (to
 compare: benchmarks/bench_compile.py) or where Taichi's internals differ from what it
@@ -14,7 +16,9 @@ expects.
 
 from __future__ import annotations
 
+import linecache
 import os
+import sys
 import weakref
 
 _installed = False
@@ -33,12 +37,16 @@ def install() -> bool:
     except ImportError:
         return False
     if not all(callable(getattr(kernel_impl, name, None))
-               for name in ("getsourcefile", "getsourcelines")) \
-            or not callable(getattr(ASTTransformerContext, "get_pos_info", None)):
+               for name in ("getsourcefile", "getsourcelines", "_inside_class")) \
+            or not callable(getattr(ASTTransformerContext, "get_pos_info", None)) \
+            or not isinstance(getattr(kernel_impl, "_KERNEL_CLASS_STACKFRAME_STMT_RES", None),
+                              list):
         return False
     kernel_impl.getsourcefile = _by_function(kernel_impl.getsourcefile)
     kernel_impl.getsourcelines = _by_function(kernel_impl.getsourcelines, copy=True)
     ASTTransformerContext.get_pos_info = _positions_cached(ASTTransformerContext.get_pos_info)
+    kernel_impl._inside_class = _inside_class_by_line(
+        kernel_impl._inside_class, kernel_impl._KERNEL_CLASS_STACKFRAME_STMT_RES)
     _installed = True
     return True
 
@@ -86,3 +94,21 @@ def _positions_cached(get_pos_info):
 
     cached.__wrapped__ = get_pos_info
     return cached
+
+
+def _inside_class_by_line(inside_class_by_inspect, patterns):
+    """Taichi's `_inside_class(level)`: does the frame ``level`` up execute a ``class`` or
+    ``@data_oriented`` line? `inspect.getframeinfo` finds that line by scanning every
+    loaded module whenever the frame's file does not exist (the import machinery's
+    frames: once for every decorated function); `linecache` reads it directly."""
+
+    def inside_class(level_of_class_stackframe):
+        try:
+            frame = sys._getframe(level_of_class_stackframe)
+        except ValueError:
+            return False
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno, frame.f_globals)
+        return any(p.match(line.strip()) for p in patterns)
+
+    inside_class.__wrapped__ = inside_class_by_inspect
+    return inside_class

@@ -100,3 +100,70 @@ def test_source_lookups_are_cached_per_function_and_copied():
     assert start_again == start and "changed by the caller" not in again
     assert again[0].strip() == "def f():"
     assert kernel_impl.getsourcefile(f) == __file__
+
+
+DECORATED = '''
+import taichi as ti
+
+@ti.func
+def f(x):
+    return x + 1
+
+@ti.kernel
+def k(x: ti.template()):
+    pass
+
+@ti.data_oriented
+class A:
+    @ti.func
+    def g(self, x):
+        return x
+
+    @ti.kernel
+    def run(self):
+        pass
+
+class B(object):
+    @ti.kernel
+    def run(self):
+        pass
+
+@ti.data_oriented
+@ti.data_oriented
+class C(A):
+    @ti.func
+    def h(self):
+        return 1
+
+def make():
+    @ti.kernel
+    def inner():
+        pass
+    return inner
+
+INNER = make()
+'''
+
+
+def test_the_class_body_check_agrees_with_taichis_own(tmp_path, monkeypatch):
+    """Every decoration of a module with kernels and funcs in and out of classes gets the
+    answer Taichi's own `inspect`-based check gives, at the same stack depth."""
+    assert taichi_frontend.install()
+    by_line = kernel_impl._inside_class
+    own = by_line.__wrapped__
+    answers = []
+
+    def both(level_of_class_stackframe):  # one frame deeper than Taichi's call: +1
+        answers.append((by_line(level_of_class_stackframe + 1),
+                        own(level_of_class_stackframe + 1)))
+        return answers[-1][0]
+
+    monkeypatch.setattr(kernel_impl, "_inside_class", both)
+    path = tmp_path / "decorated.py"
+    path.write_text(DECORATED)
+    spec = importlib.util.spec_from_file_location("frontend_decorated", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # f, k, A.g, A.run, B.run, C.h, inner
+    assert [ours for ours, _ in answers] == [False, False, True, True, True, True, False]
+    assert all(ours == theirs for ours, theirs in answers)
