@@ -42,6 +42,7 @@ _DISABLED = os.environ.get("GRADSIM_TAICHI_NO_FIELD_POOL", "") not in ("", "0")
 # are gone
 _released: list = []
 _owners: list = []  # the owners allocating now (innermost last) and their records
+_records = weakref.WeakSet()  # the records of owners not collected yet (live or garbage)
 
 
 class _Record:
@@ -49,6 +50,7 @@ class _Record:
 
     def __init__(self, structure):
         self.structure = structure
+        self.generation = runtime.generation()
         self.fields: list = []
         self.reused: list | None = None
         self.cursor = 0
@@ -65,6 +67,7 @@ def owned_by(owner, structure=None):
     record = owner.__dict__.get("_field_pool_record")
     if record is None:
         record = owner._field_pool_record = _Record(structure)
+        _records.add(record)
         weakref.finalize(owner, _release, runtime.generation(), structure, record.fields)
     _owners.append((owner, record))
     try:
@@ -161,11 +164,20 @@ def _take_released(first_key, structure):
         same = [k for k in starts if structure is not None and _released[k][1] == structure]
         if same or starts:
             return _released.pop((same or starts)[-1])[2]
-        if attempt == 0:
+        if attempt == 0 and _collectable(generation, first_key, structure):
             # dead models sit in reference cycles (kernels bound to their systems) until
-            # the cycle collector runs: run it now (~0.1 s) rather than compile again (seconds)
+            # the cycle collector runs: run it now (0.1-0.2 s) rather than compile again
+            # (seconds), but only when an owner not collected yet made such a list
             gc.collect()
     return None
+
+
+def _collectable(generation, first_key, structure) -> bool:
+    """Whether an owner not yet collected (alive, or garbage in a reference cycle) made
+    fields that, released, ``_take_released`` would take."""
+    return any(r.generation == generation and r.fields and r.fields[0][0] == first_key
+               and (structure is None or r.structure in (None, structure))
+               for r in list(_records))
 
 
 def _release(generation: int, structure, fields: list) -> None:

@@ -102,19 +102,21 @@ def test_other_structures_get_other_fields_and_live_models_share_none(monkeypatc
     assert_same(grads, fresh[1])
 
 
+def small_box():
+    b = gs.ModelBuilder(contact_ke=1e3, contact_kd=1.0, contact_kf=1.0, contact_mu=0.5)
+    b.add_rigid_box((0.2, 0.1, 0.15), mass=1.0, position=(0.0, 0.12, 0.0))
+    return b.finalize()
+
+
+def cone(segments=12):
+    b = gs.ModelBuilder(contact_ke=1e3, contact_kd=1.0, contact_kf=1.0, contact_mu=0.5)
+    b.add_rigid_cone(0.1, 0.2, segments, mass=1.0, position=(0.0, 0.12, 0.0))
+    return b.finalize()
+
+
 def test_a_rebuilt_model_takes_its_own_structure_s_fields_first():
     """Two structures that start alike, released in turn: each rebuilt model gets back the
     fields of the one built like it, not the newest list (which would split both)."""
-    def small_box():
-        b = gs.ModelBuilder(contact_ke=1e3, contact_kd=1.0, contact_kf=1.0, contact_mu=0.5)
-        b.add_rigid_box((0.2, 0.1, 0.15), mass=1.0, position=(0.0, 0.12, 0.0))
-        return b.finalize()
-
-    def cone():
-        b = gs.ModelBuilder(contact_ke=1e3, contact_kd=1.0, contact_kf=1.0, contact_mu=0.5)
-        b.add_rigid_cone(0.1, 0.2, 12, mass=1.0, position=(0.0, 0.12, 0.0))
-        return b.finalize()
-
     gc.collect()
     box, other = small_box(), cone()
     box_fields, cone_fields = fields_of_model(box), fields_of_model(other)
@@ -125,6 +127,28 @@ def test_a_rebuilt_model_takes_its_own_structure_s_fields_first():
     assert fields_of_model(small_box()) == box_fields
     gc.collect()
     assert fields_of_model(cone()) == cone_fields
+
+
+def test_the_pool_collects_garbage_only_where_a_model_like_the_new_one_may_be(monkeypatch):
+    """Dead models sit in reference cycles: the pool runs the cycle collector (0.1-0.2 s)
+    before giving up on a reuse, but only when an owner not collected yet was built like
+    the new model."""
+    collects = []
+    real_collect = gc.collect
+    monkeypatch.setattr(field_pool.gc, "collect", lambda: collects.append(1) or real_collect())
+    gs.init(arch=gs.info()["arch"], precision="f64")  # an empty pool
+    gc.disable()  # only the pool's own collections
+    try:
+        box = small_box()
+        assert len(collects) == 0  # nothing uncollected was built like it
+        kept = fields_of_model(box)
+        del box  # garbage in a cycle
+        again = small_box()
+        assert len(collects) == 1 and fields_of_model(again) == kept
+        cone(segments=7)
+        assert len(collects) == 1  # the dead box's structure is another
+    finally:
+        gc.enable()
 
 
 def test_a_param_held_keeps_its_model_s_fields():
