@@ -79,6 +79,8 @@ def _positions_cached(get_pos_info):
     cache: dict = {}
 
     def cached(ctx, node):
+        if node.end_lineno is None or node.end_col_offset is None:  # a made-up node
+            return get_pos_info(ctx, node)
         last = node.end_lineno
         body = getattr(node, "body", None)
         if node.__class__.__name__ in _MULTI_LINE_HEADERS and body:
