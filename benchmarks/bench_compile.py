@@ -16,25 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
+from bench_rebuild import run_child  # benchmarks/ is the script's folder: on sys.path
+
 MODES = {"cached": "0", "Taichi's own": "1"}
-REBUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_rebuild.py")
-
-
-def run_child(preset: str, flag: str, cache: str) -> dict:
-    """One build of ``preset`` (bench_rebuild's child) in a fresh process."""
-    env = dict(os.environ, GRADSIM_TAICHI_NO_FRONTEND_CACHE=flag,
-               TI_OFFLINE_CACHE_FILE_PATH=cache, ENABLE_TAICHI_HEADER_PRINT="0")
-    done = subprocess.run([sys.executable, REBUILD, "--child", preset, "--builds", "1"],
-                          env=env, capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(done.stderr[-2000:])
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
@@ -57,7 +45,8 @@ def main(argv=None) -> int:
                 with tempfile.TemporaryDirectory() as cache:
                     for kind in ("cold", "warm"):
                         try:
-                            run = run_child(preset, flag, cache)
+                            run = run_child(preset, 1, cache,
+                                            GRADSIM_TAICHI_NO_FRONTEND_CACHE=flag)
                         except RuntimeError as e:
                             print(e, file=sys.stderr)
                             return 1

@@ -54,6 +54,18 @@ def child(preset: str, builds: int) -> dict:
     return {"seconds": seconds, "results": results, "torch": torch.__version__}
 
 
+def run_child(preset: str, builds: int, cache: str, **env) -> dict:
+    """:func:`child` in a fresh process, with Taichi's kernel cache in ``cache`` and the
+    environment variables ``env``; a RuntimeError with its stderr if it fails."""
+    env = dict(os.environ, TI_OFFLINE_CACHE_FILE_PATH=cache, ENABLE_TAICHI_HEADER_PRINT="0",
+               **env)
+    done = subprocess.run([sys.executable, __file__, "--child", preset, "--builds",
+                           str(builds)], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--presets", default="rigid-mass,fem-ball")
@@ -73,15 +85,12 @@ def main(argv=None) -> int:
         runs = {}
         for mode, flag in MODES.items():
             with tempfile.TemporaryDirectory() as cache:
-                env = dict(os.environ, GRADSIM_TAICHI_NO_FIELD_POOL=flag,
-                           TI_OFFLINE_CACHE_FILE_PATH=cache, ENABLE_TAICHI_HEADER_PRINT="0")
-                done = subprocess.run(
-                    [sys.executable, __file__, "--child", preset, "--builds",
-                     str(args.builds)], env=env, capture_output=True, text=True)
-            if done.returncode:
-                print(done.stderr[-2000:], file=sys.stderr)
-                return 1
-            runs[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+                try:
+                    runs[mode] = run_child(preset, args.builds, cache,
+                                           GRADSIM_TAICHI_NO_FIELD_POOL=flag)
+                except RuntimeError as e:
+                    print(e, file=sys.stderr)
+                    return 1
             first, later = runs[mode]["seconds"][0], statistics.median(
                 runs[mode]["seconds"][1:])
             print(f"{preset:<16}{mode:<12}{first:>10.2f}{later:>10.2f}")
