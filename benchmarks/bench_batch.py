@@ -11,13 +11,14 @@ filled by a warm-up item first); torch on one thread in each.
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from gradsim_taichi.batch import import_ray, parse_item, run_batch
+from gradsim_taichi.batch import RayMissingError, import_ray, parse_item, run_batch
 
 SMALL = dict(scene="rigid-mass", frames=8, resolution=24, iters=3)
 SHAPES = ("box", "cone", "cylinder", "lshape")
@@ -49,7 +50,12 @@ def main(argv=None):
     p.add_argument("--arch", default="cpu", choices=["cpu", "cuda", "auto"])
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
-    ray = import_ray()
+    try:
+        ray = import_ray()
+    except RayMissingError:  # the benchmark times Ray: say so, no traceback
+        print("bench_batch times Ray's workers, and Ray is not installed: "
+              "pip install 'gradsim-taichi[cluster]'", file=sys.stderr)
+        return 2
     todo = items(args.items)
     cases, item_s = {}, {}
     # Taichi caches compiled kernels on disk: compile them once first, so that no case
@@ -93,4 +99,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
