@@ -75,6 +75,7 @@ class Simulation:
         self.systems = model.systems
         self._warn_if_unstable()
         self._run_id = 0  # bumps on every forward; the autograd bridge checks it
+        self._forward_run = None  # _run_id after the last forward (backward checks it)
         self._frames_run = self.frames  # how many frames the last forward simulated
         self._output_shapes: dict = {}  # each system's full output shape
         self._buffer_segment = None  # first frame of the segment the buffers hold
@@ -245,6 +246,7 @@ class Simulation:
                 for system in self.systems:
                     system.save(first + k, k * self.substeps)
         self._run_id += 1
+        self._forward_run = self._run_id
         out = {}
         for s in self.systems:
             full = engine_tensor(s.output())  # (a tensor there already: as it is)
@@ -257,8 +259,15 @@ class Simulation:
     def backward(self, grad_outputs: dict) -> None:
         """Back-propagate dL/d(outputs) of the last :meth:`forward` (as many frames as it
         returned; numpy arrays or torch tensors, moved to the engine's device and dtype);
-        afterwards :meth:`param_grad` gives the gradient of every parameter."""
+        afterwards :meth:`param_grad` gives the gradient of every parameter. A
+        RuntimeError if no forward has run, or a parameter was set after the last one."""
         self._check_alive()
+        if self._forward_run != self._run_id:  # it would run on absent or stale checkpoints
+            raise RuntimeError(
+                "backward() back-propagates the last forward(), and "
+                + ("none has run on this Simulation yet" if self._forward_run is None else
+                   "a parameter was set after it")
+                + ": call forward() (again) first")
         if self.model.ground is not None:
             self.model.ground.zero_grads()
         frames = self._frames_run

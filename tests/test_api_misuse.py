@@ -1,6 +1,7 @@
 """API misuse gets an error that says what is wrong (issue: a list for a dict, objects
 used after a later init)."""
 
+import numpy as np
 import pytest
 import torch
 from runtime_arch import TEST_ARCH
@@ -38,3 +39,24 @@ def test_every_simulation_method_after_a_later_init_says_to_rebuild():
         with pytest.raises(RuntimeError, match="this Simulation .and its Model. was built "
                                                "before the last gradsim_taichi.init"):
             call()
+
+
+def test_backward_needs_the_last_forward_with_its_parameters():
+    """backward() back-propagates the last forward(): without one it would run on absent
+    checkpoints (NaN gradients), after a set_param on stale ones."""
+    sim = _sim()
+    w = {"particles": np.ones((sim.frames + 1, 1, 3))}
+    with pytest.raises(RuntimeError, match="none has run on this Simulation yet"):
+        sim.backward(w)
+    sim.forward()
+    sim.set_param("mass", 2.0)
+    with pytest.raises(RuntimeError, match="a parameter was set after it"):
+        sim.backward(w)
+    sim.forward()
+    sim.backward(w)
+    sim.backward(w)  # again after the same forward: the same gradient
+    # in free flight x(frame k) = x0 + v0 k substeps dt (semi-implicit Euler: exactly
+    # linear in v0)
+    expected = sum(range(sim.frames + 1)) * sim.substeps * sim.dt
+    np.testing.assert_allclose(sim.param_grad("initial_velocity"), [[expected] * 3],
+                               rtol=1e-12)
