@@ -268,15 +268,26 @@ class Simulation:
                 + ("none has run on this Simulation yet" if self._forward_run is None else
                    "a parameter was set after it")
                 + ": call forward() (again) first")
+        if not isinstance(grad_outputs, dict):
+            raise TypeError("grad_outputs must be a dict {output name: dL/d(output)}; got "
+                            f"{type(grad_outputs).__name__} (outputs: "
+                            f"{', '.join(self.output_names)})")
+        unknown = sorted(set(grad_outputs) - set(self.output_names), key=str)
+        if unknown:
+            raise KeyError(f"grad_outputs names no output of this Simulation: {unknown[0]!r} "
+                           f"(outputs: {', '.join(self.output_names)})")
+        frames = self._frames_run
+        shapes = {s.name: self._output_shapes.get(s.name) or tuple(s.output().shape)
+                  for s in self.systems}
+        grads = {name: _padded(name, grad, shapes[name.removesuffix("_velocity")], frames)
+                 for name, grad in grad_outputs.items() if grad is not None}
         if self.model.ground is not None:
             self.model.ground.zero_grads()
-        frames = self._frames_run
         for system in self.systems:
-            shape = self._output_shapes.get(system.name) or tuple(system.output().shape)
-            g = _padded(grad_outputs.get(system.name), shape)
+            shape = shapes[system.name]
+            g = grads.get(system.name, _padded(system.name, None, shape, frames))
             if hasattr(system, "velocity_output"):
-                gv = grad_outputs.get(system.name + "_velocity")
-                system.begin_backward(g, None if gv is None else _padded(gv, shape))
+                system.begin_backward(g, grads.get(system.name + "_velocity"))
             else:
                 system.begin_backward(g)
         # segments after the last simulated frame get no gradient and pass none back
@@ -321,13 +332,18 @@ def _store_fits(model: Model, rows: int) -> bool:
     return total <= AUTO_STORE_BYTES
 
 
-def _padded(grad, shape) -> torch.Tensor:
-    """dL/d(output) of the frames a rollout returned, zero for the frames after them: a
-    contiguous tensor of the engine's dtype on its device (the gradient itself when it
-    covers every frame)."""
+def _padded(name: str, grad, shape, frames: int) -> torch.Tensor:
+    """dL/d(output ``name``) of the ``frames + 1`` rows a rollout returned (fewer: the
+    rest zero), zero for the rows after them: a contiguous tensor of ``shape``, the
+    engine's dtype, on its device (the gradient itself when it covers every row)."""
     if grad is None:
         return torch.zeros(shape, dtype=runtime.torch_dtype(), device=runtime.torch_device())
     grad = engine_tensor(grad)
+    if grad.dim() != len(shape) or tuple(grad.shape[1:]) != tuple(shape[1:]) \
+            or not 1 <= len(grad) <= frames + 1:
+        raise ValueError(
+            f"grad_outputs[{name!r}] has shape {tuple(grad.shape)}; the last forward "
+            f"returned {(frames + 1, *shape[1:])} (up to that many rows)")
     if tuple(grad.shape) == tuple(shape):
         return grad.contiguous()
     out = torch.zeros(shape, dtype=grad.dtype, device=grad.device)

@@ -60,3 +60,26 @@ def test_backward_needs_the_last_forward_with_its_parameters():
     expected = sum(range(sim.frames + 1)) * sim.substeps * sim.dt
     np.testing.assert_allclose(sim.param_grad("initial_velocity"), [[expected] * 3],
                                rtol=1e-12)
+
+
+def test_backward_names_a_wrong_gradient():
+    """Not a dict, a name that is no output, a shape or more rows than the last forward
+    returned: each named (the unknown name was ignored: a zero gradient, silently)."""
+    sim = _sim()
+    sim.forward(frames=1)
+    rows = np.ones((2, 1, 3))
+    with pytest.raises(TypeError, match=r"grad_outputs must be a dict .* got list "
+                                        r"\(outputs: particles, particles_velocity\)"):
+        sim.backward([rows])
+    with pytest.raises(KeyError, match="no output of this Simulation: 'particle' "
+                                       r"\(outputs: particles"):
+        sim.backward({"particle": rows})
+    with pytest.raises(ValueError, match=r"grad_outputs\['particles'\] has shape \(3, 1, 3\); "
+                                         r"the last forward returned \(2, 1, 3\)"):
+        sim.backward({"particles": np.ones((3, 1, 3))})
+    with pytest.raises(ValueError, match=r"grad_outputs\['particles_velocity'\] has shape "
+                                         r"\(2, 2, 3\)"):
+        sim.backward({"particles_velocity": np.ones((2, 2, 3))})
+    sim.backward({"particles": rows})  # free flight: x(frame 1) = x0 + v0 substeps dt
+    np.testing.assert_allclose(sim.param_grad("initial_velocity"),
+                               [[sim.substeps * sim.dt] * 3], rtol=1e-12)
