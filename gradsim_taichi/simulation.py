@@ -284,8 +284,9 @@ class Simulation:
         if self.model.ground is not None:
             self.model.ground.zero_grads()
         for system in self.systems:
-            shape = shapes[system.name]
-            g = grads.get(system.name, _padded(system.name, None, shape, frames))
+            g = grads.get(system.name)
+            if g is None:
+                g = _padded(system.name, None, shapes[system.name], frames)
             if hasattr(system, "velocity_output"):
                 system.begin_backward(g, grads.get(system.name + "_velocity"))
             else:

@@ -13,7 +13,7 @@ It also compiles every kernel except Taichi's generated adjoints without Taichi'
 ``cfg_optimization`` passes (store-to-load forwarding and dead-store elimination over the
 control-flow graph, superlinear in a kernel's size): LLVM's optimiser, which runs after
 them, does the same work there, so the code runs as fast, and a preset's first gradient
-compiles 1.2-1.35x faster. Taichi's generated adjoints keep the passes: without them an
+compiles 1.14-1.42x faster. Taichi's generated adjoints keep the passes: without them an
 f32 rigid-body adjoint gave a zero mass gradient (tests/test_torch_transfer.py).
 
 `install()` is idempotent, and a no-op with ``GRADSIM_TAICHI_NO_FRONTEND_CACHE=1`` (to
