@@ -11,7 +11,8 @@ Each preset, mode and repeat runs in a process of its own: first with an empty T
 kernel cache ("cold": a fresh machine, as CI is), then again on the cache that run filled
 ("warm": a user's next run). Modes alternate within a repeat. Prints the median seconds
 per mode, their ratio, and whether the losses and gradients agree across modes (to
-:data:`AGREE`: LLVM and Taichi's passes may order a sum differently).
+:data:`AGREE`, relative, or of the loss: LLVM and Taichi's passes may order a sum
+differently).
 """
 
 from __future__ import annotations
@@ -56,7 +57,10 @@ def main(argv=None) -> int:
                             return 1
                         seconds[mode, kind].append(run["seconds"][0])
                         results[mode].append(run["results"][0])
-        equal = all(np.allclose(r, results["cached"][0], rtol=AGREE, atol=0)
+        # [loss, each parameter's gradient summed]; a sum that cancels to ~1e-16 of the
+        # loss (fem-ball's per-tet moduli) is noise: AGREE of the loss is its floor
+        ref = results["cached"][0]
+        equal = all(np.allclose(r, ref, rtol=AGREE, atol=AGREE * abs(ref[0]))
                     for rs in results.values() for r in rs)
         for kind in ("cold", "warm"):
             med = {m: statistics.median(seconds[m, kind]) for m in MODES}
@@ -67,7 +71,7 @@ def main(argv=None) -> int:
                          "runs": {m: seconds[m, kind] for m in MODES}, "ratio": ratio,
                          "equal": equal})
         print(f"{preset:<16}losses and gradients {'agree' if equal else 'DIFFER'} "
-              f"(relative {AGREE:g})")
+              f"(to {AGREE:g}, relative or of the loss)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
