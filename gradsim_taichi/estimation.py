@@ -224,8 +224,9 @@ def estimate(
             does not move (equal videos blur equally).
         chroma: ``"full"`` (compare RGB) or ``"420"``: compare both videos as a 4:2:0
             codec (H.264, H.265: almost every MP4) keeps them, luma per pixel and colour
-            per 2 x 2 block (:func:`~gradsim_taichi.objectives.chroma_420`), for a target
-            decoded from such a clip (the CLI's ``--chroma auto``).
+            per 2 x 2 block (:func:`~gradsim_taichi.objectives.chroma_420`; the model's
+            frames as ffmpeg's encoder filters their colour), for a target decoded from
+            such a clip (the CLI's ``--chroma auto``).
         tol: stop early, once every stage has begun, when for
             :data:`gradsim_taichi.fit.CONVERGED_PATIENCE` iterations in a row no learned
             value (log-values for positive parameters) moved by more than

@@ -73,7 +73,7 @@ class Fit:
         self.still = 0  # iterations in a row within the tolerance
         self.last_loss = None  # normalised loss of the previous iteration
         self.specs = {n: scene.params[n] for n in names}
-        self.compared = self.view(target)
+        self.compared = self.view(target, model=False)
         self.u = {n: _to_param(self.specs[n], init[n]) for n in names}
         # camera, background, appearance (gradsim_taichi.nuisance), learned alongside
         self.nuisance = nuisance
@@ -279,11 +279,13 @@ class Fit:
                 opt.lm.tolerance = max(LM_STAGE_TOL,
                                        LM_RUN_TOL * self.scale / self.first_scale)
 
-    def view(self, frames: torch.Tensor) -> torch.Tensor:
+    def view(self, frames: torch.Tensor, model: bool = True) -> torch.Tensor:
         """Frames as the loss compares them: blurred, and with ``chroma="420"`` in a video
-        codec's colour (:func:`~gradsim_taichi.objectives.chroma_420`)."""
+        codec's colour (:func:`~gradsim_taichi.objectives.chroma_420`): the model's
+        frames as the encoder stores them, the target's (``model=False``, decoded) as
+        they hold it."""
         frames = blur_frames(frames, self.blur)
-        return chroma_420(frames) if self.chroma == "420" else frames
+        return chroma_420(frames, encoded=model) if self.chroma == "420" else frames
 
     def calibrate(self, iters: int | None = None, cache: dict | None = None
                   ) -> dict | None:

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gradsim_taichi.render.yuv import read_yuv420
+
 _IMAGE_EXT = (".png", ".jpg", ".jpeg", ".bmp")
 
 
@@ -79,7 +81,9 @@ def load_video(path) -> torch.Tensor:
 
     A ``.npy`` file holds ``[F, H, W, 3|4]`` (or grey ``[F, H, W]``), float in [0, 1] or
     uint8/uint16: a renderer's frames without the 8-bit rounding and the 4:2:0 colour of
-    an MP4.
+    an MP4. An 8-bit 4:2:0 video stream (nearly every MP4) is converted from its Y, Cb
+    and Cr planes in floating point (:func:`gradsim_taichi.render.yuv.read_yuv420`), not
+    through ffmpeg's rounded RGB.
 
     Raises FileNotFoundError for a missing path and ValueError for an empty folder, an
     unreadable or corrupt file, frames of different sizes, or an array of another shape,
@@ -112,16 +116,20 @@ def load_video(path) -> torch.Tensor:
                 imgs = [np.asarray(iio.imread(path))]
             elif path.suffix.lower() == ".gif":
                 imgs = list(iio.mimread(path, memtest=False))
-            else:
-                with iio.get_reader(path, format="FFMPEG") as r:
-                    imgs = [np.asarray(im) for im in r]
+            else:  # an 8-bit 4:2:0 stream from its planes, others through ffmpeg's RGB
+                imgs = read_yuv420(path)
+                if imgs is None:
+                    with iio.get_reader(path, format="FFMPEG") as r:
+                        imgs = [np.asarray(im) for im in r]
         except Exception as e:
             # (ffmpeg's error carries its whole banner: the first line says what failed)
             first = (str(e).strip().splitlines() or [""])[0]
             raise ValueError(f"cannot read video {path}: {type(e).__name__}: {first} (is "
                              "it a complete, uncorrupted video file?)") from e
-        if not imgs:
+        if not len(imgs):
             raise ValueError(f"cannot read video {path}: no frames")
+        if isinstance(imgs, np.ndarray):  # converted from the planes: float RGB
+            return torch.from_numpy(imgs.astype(np.float32))
     imgs = [im[..., None].repeat(3, -1) if im.ndim == 2 else im for im in imgs]
     shapes = {im.shape for im in imgs}
     if len(shapes) != 1:

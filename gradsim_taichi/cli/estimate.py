@@ -51,8 +51,9 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "its camera: --fit blur learns that blur for the model's image")
     p.add_argument("--chroma", choices=["auto", "420", "full"], default="auto",
                    help="colour as the loss compares it: 420 (luma per pixel, colour per "
-                        "2 x 2 block, as an H.264/H.265 clip stores it), full (RGB); auto: "
-                        "420 for a --target video file (.mp4, .mov, ...), else full")
+                        "2 x 2 block, as an H.264/H.265 clip stores it; the model's as "
+                        "ffmpeg's encoder filters it), full (RGB); auto: 420 for a --target "
+                        "video file (.mp4, .mov, ...), else full")
     p.add_argument("--supervision", choices=["video", "3d"], default="video")
     p.add_argument("--loss", choices=list(LOSSES), default=None,
                    help="mse (the default for a preset's own target); robust: Charbonnier, "
