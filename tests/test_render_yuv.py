@@ -98,3 +98,30 @@ def test_the_encoder_chroma_keeps_flat_colour_and_is_linear():
                                rtol=0, atol=1e-15)
     x = torch.rand(1, 5, 4, 3, generator=gen, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda f: O.chroma_420(f, encoded=True), (x,))
+
+
+@pytest.mark.parametrize("params", [
+    ["-vf", "scale=out_color_matrix=bt709:out_range=tv", "-colorspace", "bt709",
+     "-color_range", "tv"],  # a phone's HD clip
+    ["-vf", "scale=out_color_matrix=bt601:out_range=pc", "-colorspace", "smpte170m",
+     "-color_range", "pc"],  # full range: yuvj420p
+])
+def test_a_tagged_clip_is_read_with_its_matrix_and_range(tmp_path, params):
+    """Clips ffmpeg writes with another matrix or range than our writer's: the tags are
+    honoured (the wrong matrix or range would be off by several 1/100 in these colours)."""
+    import imageio_ffmpeg
+
+    from gradsim_taichi.render.yuv import read_yuv420
+
+    cols = np.array([[0.8, 0.2, 0.2], [0.2, 0.7, 0.3], [0.3, 0.3, 0.8], [0.5, 0.5, 0.5]])
+    src = np.round(np.broadcast_to(cols[:, None, None], (4, 16, 16, 3)) * 255).astype(np.uint8)
+    w = imageio_ffmpeg.write_frames(str(tmp_path / "c.mp4"), (16, 16), fps=10,
+                                    codec="libx264", quality=10, macro_block_size=1,
+                                    pix_fmt_out="yuv420p", output_params=params)
+    w.send(None)
+    for f in src:
+        w.send(np.ascontiguousarray(f))
+    w.close()
+    back = read_yuv420(tmp_path / "c.mp4")
+    assert back is not None and back.shape == (4, 16, 16, 3)
+    assert np.abs(back - src / 255).max() < 2.5 / 255
