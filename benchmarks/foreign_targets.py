@@ -293,6 +293,18 @@ def save_target(folder, name, frames, plate, fps):
     print(f"  saved {folder / name}.npy, .mp4 and -plate.png", flush=True)
 
 
+def mp4_round_trip(frames, fps):
+    """``frames`` as they come back from an MP4 our writer made (8-bit 4:2:0 H.264)."""
+    import tempfile
+
+    from gradsim_taichi.render import load_video, save_video
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = save_video(np.asarray(frames), Path(tmp) / "target.mp4", fps=fps)
+        back = load_video(path).numpy()
+    return back[:, :frames.shape[1], :frames.shape[2]]  # (the writer pads odd sizes)
+
+
 def check_extras(cases) -> None:
     """Exit 2 naming the extra when a case's engine is not installed."""
     missing = []
@@ -345,6 +357,9 @@ def main(argv=None):
                     help="only print the summary table of a --json file and exit")
     ap.add_argument("--save-targets", default=None, metavar="DIR",
                     help="write each target as DIR/NAME.npy and DIR/NAME.mp4")
+    ap.add_argument("--mp4", action="store_true",
+                    help="estimate from each target as a user's MP4 arrives: through our "
+                         "H.264 writer and load_video, compared as 4:2:0 (chroma='420')")
     args = ap.parse_args(argv)
     if args.table_from:
         with open(args.table_from) as f:
@@ -416,12 +431,16 @@ def main(argv=None):
                         + (f"-{Path(args.scene).stem}" if args.scene else ""))
                 if args.save_targets:
                     save_target(args.save_targets, name, target, plate, scene.fps)
+                if args.mp4:
+                    target = mp4_round_trip(target, scene.fps)
                 for opt, okw in options(case, target, plate, scene, contact).items():
                     if wanted is not None and not any(opt.startswith(w) for w in wanted):
                         continue
+                    if args.mp4 and okw is not None:
+                        okw = {"chroma": "420", **okw}
                     for seed in seeds:
                         row = dict(case=case, shape=shape, mass=mass, option=opt, seed=seed,
-                                   scene=args.scene, **mitsuba)
+                                   scene=args.scene, mp4=args.mp4, **mitsuba)
                         if okw is None:
                             row["status"] = NA
                             print(f"{case:8} {shape:4} {mass:g}kg {opt:38} seed {seed}: {NA}",
