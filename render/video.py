@@ -128,8 +128,8 @@ def load_video(path) -> torch.Tensor:
                              "it a complete, uncorrupted video file?)") from e
         if not len(imgs):
             raise ValueError(f"cannot read video {path}: no frames")
-        if isinstance(imgs, np.ndarray):  # converted from the planes: float RGB
-            return torch.from_numpy(imgs.astype(np.float32))
+        if isinstance(imgs, np.ndarray):  # converted from the planes: float32 RGB
+            return torch.from_numpy(imgs)
     imgs = [im[..., None].repeat(3, -1) if im.ndim == 2 else im for im in imgs]
     shapes = {im.shape for im in imgs}
     if len(shapes) != 1:

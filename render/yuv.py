@@ -24,6 +24,9 @@ import numpy as np
 _MATRICES = {"bt470bg": (0.299, 0.114), "smpte170m": (0.299, 0.114), "bt601": (0.299, 0.114),
              "unknown": (0.299, 0.114), "bt709": (0.2126, 0.0722)}
 _FORMATS = ("yuv420p", "yuvj420p")
+# frames converted together (in float64): a long HD clip is converted in pieces, so that
+# it costs float32 RGB's memory, as ffmpeg's 8-bit RGB made into float32 did
+FRAMES_AT_ONCE = 4
 
 
 def stream_format(pix_fmt: str) -> tuple[str, bool, tuple] | None:
@@ -66,7 +69,7 @@ def to_rgb(y: np.ndarray, cb: np.ndarray, cr: np.ndarray, full: bool,
 
 
 def read_yuv420(path) -> np.ndarray | None:
-    """The frames ``[F, H, W, 3]`` (float64 RGB in [0, 1]) of the video file ``path`` from
+    """The frames ``[F, H, W, 3]`` (float32 RGB in [0, 1]) of the video file ``path`` from
     its 8-bit 4:2:0 planes (see the module's docstring), or None for a stream that is not
     8-bit 4:2:0 with a known colour matrix, has odd dimensions or is rotated (the caller
     then reads ffmpeg's RGB). Raises what imageio-ffmpeg raises for an unreadable file."""
@@ -88,9 +91,11 @@ def read_yuv420(path) -> np.ndarray | None:
         planes = [np.frombuffer(b, np.uint8) for b in frames]
     finally:
         frames.close()
-    if not planes:
-        return np.zeros((0, h, w, 3))
-    y = np.stack([p[:n].reshape(h, w) for p in planes])
-    cb = np.stack([p[n:n + c].reshape(h // 2, w // 2) for p in planes])
-    cr = np.stack([p[n + c:n + 2 * c].reshape(h // 2, w // 2) for p in planes])
-    return to_rgb(y, cb, cr, fmt[1], fmt[2])
+    out = np.empty((len(planes), h, w, 3), dtype=np.float32)
+    for k in range(0, len(planes), FRAMES_AT_ONCE):  # (float64 only a few frames at a time)
+        chunk = planes[k:k + FRAMES_AT_ONCE]
+        y = np.stack([p[:n].reshape(h, w) for p in chunk])
+        cb = np.stack([p[n:n + c].reshape(h // 2, w // 2) for p in chunk])
+        cr = np.stack([p[n + c:n + 2 * c].reshape(h // 2, w // 2) for p in chunk])
+        out[k:k + len(chunk)] = to_rgb(y, cb, cr, fmt[1], fmt[2])
+    return out
