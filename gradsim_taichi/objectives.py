@@ -550,7 +550,9 @@ def _encoder_chroma(c: torch.Tensor) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=16)
-def _built_encoder_rows(n: int, dtype, device) -> torch.Tensor:
+def _encoder_rows(n: int, dtype, device) -> torch.Tensor:
+    """``[n/2, n]``: row i holds block row i's weights of the ``n`` chroma rows (built once
+    per size, type and device)."""
     def cubic(x):  # Mitchell-Netravali B = 0, C = 0.6: libswscale's "bicubic"
         x = abs(x)
         if x < 1:
@@ -564,9 +566,3 @@ def _built_encoder_rows(n: int, dtype, device) -> torch.Tensor:
     for i in range(n // 2):
         np.add.at(m[i], np.clip(2 * i + offsets, 0, n - 1), taps)
     return torch.as_tensor(m, dtype=dtype, device=device)
-
-
-def _encoder_rows(n: int, dtype, device) -> torch.Tensor:
-    """``[n/2, n]``: row i holds block row i's weights of the ``n`` chroma rows (built once
-    per size, type and device)."""
-    return _built_encoder_rows(n, dtype, device)
