@@ -22,7 +22,7 @@ The manifest is JSON Lines (one object per line; blank lines and lines starting 
   names separated by commas), ``blur``, ``frame_stride``, ``loss`` (``mse``, ``robust``;
   the mask losses need a mask, which a manifest cannot give; default ``robust`` with a
   target video), ``fit`` (default
-  ``"background,appearance,shadow,blur,response"`` with a target video; names add to
+  ``"background,appearance,shadow,bounce,blur,response"`` with a target video; names add to
   it, e.g. ``"camera"``, ``-kind`` takes one out, ``"none"`` drops it: ``"none"``,
   ``"none,camera"``), ``render``
   (``antialias`` or ``soft``; default ``antialias`` with a target video),

@@ -271,7 +271,9 @@ def estimate(
             string or list from ``"camera"`` (a small pose correction), ``"background"``
             (a static background image behind the objects instead of the stage) and
             ``"appearance"`` (object albedo gain, ambient and directional light),
-            ``"shadow"`` (the objects' cast shadow and ground occlusion), ``"blur"``
+            ``"shadow"`` (the objects' cast shadow and ground occlusion),
+            ``"bounce"`` (a learned map of each body's other light on the ground
+            around it: bounce light, the contact's crevice), ``"blur"``
             (the camera's Gaussian blur, its width) and ``"response"`` (the camera's
             response, ``(1 + c) x^(1/gamma) - c``); see
             :mod:`gradsim_taichi.nuisance`; here the whole list (the ``estimate``
@@ -320,6 +322,10 @@ def estimate(
         raise ValueError("hold_flight holds the pre-contact stage's estimates: give "
                          "stage_contact (its iterations) too")
     kinds = parse_fit(fit)
+    if "bounce" in kinds and optimizer.endswith("lm"):
+        raise ValueError(f"fit 'bounce' learns {unknowns(['bounce'])} values per moving "
+                         f"body, too many for optimizer {optimizer!r} (Levenberg-Marquardt: "
+                         "a Jacobian column each); use 'lbfgs', or take it out (-bounce)")
     if warmup is None:
         # (the pre-contact stage's iterations come first)
         warmup = (fit_warmup(parse_warmup(scene.warmup), iters - int(stage_contact))

@@ -167,7 +167,7 @@ def iters_for(own_video: bool, scene_iters: int, iters: int | None = None,
 # lights, which another renderer's or a room's are not the scene's (a path-traced cone
 # and L-shape under a sun 1.4x and an ambient 0.7x the scene's: 1.27e-3 and 1.18e-3
 # without, 8.5e-4 and 4.7e-4 with; 8 of 10 clips under the scene's own lights better)
-OWN_VIDEO_FIT = ("background", "appearance", "shadow", "blur", "response")
+OWN_VIDEO_FIT = ("background", "appearance", "shadow", "bounce", "blur", "response")
 OWN_VIDEO_LOSS = "robust"
 
 
@@ -183,12 +183,15 @@ def fit_for(own_video: bool, fit, scene: Scene, masked: bool) -> tuple:
     a camera's image has and ours lacks: ``--fit camera`` alone on path-traced clips
     seen from an eye moved by 3% left the mass 7.2e-3 (cylinder) and 1.5e-3 (L-shape)
     off, the default with the camera 5.8e-4 and 4.6e-4."""
-    from gradsim_taichi.nuisance import casts_shadows, lit_by_ambient_and_sun, parse_fit
+    from gradsim_taichi.nuisance import casts_shadows, has_ground, lit_by_ambient_and_sun, parse_fit
 
     default = ()
     if own_video and not masked:
+        # (bounce: hundreds of values, where a gradient optimiser runs anyway; a scene
+        # fitted by Levenberg-Marquardt, a Jacobian column per value, goes without it)
         drawable = {"shadow": casts_shadows(scene),
-                    "appearance": lit_by_ambient_and_sun(scene)}
+                    "appearance": lit_by_ambient_and_sun(scene),
+                    "bounce": has_ground(scene) and scene.optimizer != "lm"}
         default = tuple(k for k in OWN_VIDEO_FIT if drawable.get(k, True))
     return parse_fit(fit, default)
 

@@ -13,7 +13,7 @@ import torch
 
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import StateError
-from gradsim_taichi.nuisance import CAMERA_PARAMS
+from gradsim_taichi.nuisance import CAMERA_PARAMS, NOT_CALIBRATED
 from gradsim_taichi.objectives import blur_frames, chroma_420, lm_residual, needs_mask
 from gradsim_taichi.optimisers import LM_MAX_UNKNOWNS, LevenbergMarquardt, Optimiser
 from gradsim_taichi.reports import jsonable
@@ -101,6 +101,10 @@ class Fit:
         self.recent = []  # the last closures' results: see closure()
         # nuisance names the frame-0 calibration found and the warm-up holds (calibrate())
         self.calibrated = ()
+        # ... and those it does not calibrate, held at their start (the bounce map: its
+        # hundreds of values took a short pre-contact stage's L-BFGS steps from the mass)
+        self.uncalibrated = tuple(n for n in NOT_CALIBRATED
+                                  if nuisance is not None and n in nuisance.params)
         # coarse stage: projectors onto each basis (orthonormal columns), anchored at the
         # values the stage starts from
         dtype = runtime.torch_dtype()
@@ -252,9 +256,10 @@ class Fit:
                         for n, t in self.learned.items()))
 
     def _held_calibration(self) -> tuple:
-        """The calibrated camera's names while the warm-up stages run (see
-        :meth:`calibrate`), else none."""
-        return () if self.stages.final(self.iteration) else self.calibrated
+        """The calibrated camera's names and the uncalibrated values' while the warm-up
+        stages run (see :meth:`calibrate`), else none."""
+        return () if self.stages.final(self.iteration) else (*self.calibrated,
+                                                             *self.uncalibrated)
 
     def residual(self):
         """Levenberg-Marquardt: residuals scaled like the loss (their mean square is the
@@ -302,7 +307,8 @@ class Fit:
         touch the initial state) takes that calibration's values instead of running it
         again: the same LM steps would give the same values."""
         iters = CALIBRATION_ITERS if iters is None else iters
-        tensors = self.nuisance.tensors() if self.nuisance is not None else []
+        tensors = [] if self.nuisance is None else [
+            t for n, t in self.nuisance.params.items() if n not in NOT_CALIBRATED]
         if not tensors or self.supervision == "3d":
             return None
         ids = torch.tensor([0])

@@ -37,15 +37,18 @@ that the optimiser learns together with the physical ones; none changes the simu
   sharp, faint shadow or a wide, dark one depending on the initial guess, and the mass
   followed. With it, the ground's ambient occlusion by the objects (the sky they hide
   from the ground below and around them, a soft darkening that deepens as they come
-  down): each moving part taken as a sphere (centre: its vertices' mean; radius: their
-  root-mean-square distance from it), which hides ``F = (r / d)^2 cos(theta)`` of the
-  cosine-weighted sky of the ground point a pixel's ray meets (``d`` from that point to
-  the centre, ``theta`` from the ground's normal; exact for a sphere), darkening by
-  ``1 - occlusion_strength * F``, times the cast shadow's factor. The occlusion strength
-  is an RGB triple (each from 0; used within [0, 1]): the part of the ground's light
-  that came from the sky the body now hides, less what the body itself sends back onto
-  the ground in that channel (a red body bounces red light: on path-traced clips of the
-  red rigid-mass body it came out about 0.2 in red against 0.4 in green and blue).
+  down): each moving part taken as a sphere, which hides ``F`` of the sky of the ground
+  point a pixel's ray meets (:func:`~gradsim_taichi.ground_shading.sphere_occlusion`),
+  darkening by ``1 - occlusion_strength * F``, times the cast shadow's factor. The
+  occlusion strength is an RGB triple (each from 0; used within [0, 1]): the sky's
+  light the body hides less what it bounces onto the ground in that channel (on
+  path-traced clips of the red rigid-mass body about 0.2 in red, 0.4 in green and blue).
+- ``bounce``: what each moving body does to the ground's light around it beyond its
+  shadow and occlusion (its bounce light, the crevice along its contact): a learned map
+  ``bounce_map [bodies, 3, G, G]`` (from 0) that moves with the body, a factor
+  ``1 + map`` on the ground (:func:`~gradsim_taichi.ground_shading.bounce_factor`).
+  Hundreds of values: not calibrated on frame 0, held by the uncertainty, and only
+  with a gradient optimiser.
 - ``blur``: the camera's blur (its optics and focus, demosaicing, another renderer's
   pixel filter): the image is blurred by a Gaussian point spread of standard deviation
   ``|blur_sigma|`` pixels (from :data:`BLUR_START`), the discrete Gaussian of
@@ -86,19 +89,23 @@ import copy
 
 import torch
 
+from gradsim_taichi import ground_shading as ground
 from gradsim_taichi import runtime
 from gradsim_taichi.objectives import blur_frames, heat_blur_frames
 from gradsim_taichi.render import AmbientLight, Camera, DirectionalLight, SoftRasterizer
 from gradsim_taichi.reuse import LastResult
 
-KINDS = ("camera", "background", "appearance", "shadow", "blur", "response")
+KINDS = ("camera", "background", "appearance", "shadow", "bounce", "blur", "response")
 # the parameters of the kind "camera" (Fit holds them through a gradient optimiser's
 # warm-up, see Fit.calibrate)
 CAMERA_PARAMS = ("camera_rotation", "camera_translation")
 # the values applied after the objects' layer is drawn: a render reuses the layer when
 # only these changed (any other value, a new one included, is taken to change it)
-AFTER_THE_LAYER = ("shadow_strength", "occlusion_strength", "blur_sigma", "gamma",
-                   "response_offset")
+AFTER_THE_LAYER = ("shadow_strength", "occlusion_strength", "bounce_map", "blur_sigma",
+                   "gamma", "response_offset")
+# values too many for the frame-0 calibration's Levenberg-Marquardt (a Jacobian column
+# each; frame 0 alone cannot tell them from the background either): held there
+NOT_CALIBRATED = ("bounce_map",)
 
 # weight (in frames) of the temporal median in the background's least-squares solve
 BACKGROUND_PRIOR = 1e-2
@@ -139,13 +146,13 @@ BOUNDS = {"shadow_strength": (0.0, 1.0), "occlusion_strength": (0.0, 1.0),
           "response_offset": RESPONSE_OFFSET_RANGE}
 # the learned values each kind adds (the background is solved, not learned; with it,
 # appearance learns one fewer: see unknowns())
-UNKNOWNS = {"camera": 6, "background": 0, "appearance": 7, "shadow": 4, "blur": 1,
-            "response": 2}
+UNKNOWNS = {"camera": 6, "background": 0, "appearance": 7, "shadow": 4,
+            "bounce": 3 * ground.BOUNCE_CELLS ** 2, "blur": 1, "response": 2}
 
 
 def unknowns(kinds) -> int:
     """How many values the nuisance kinds ``kinds`` learn (with ``background`` the
-    directional light's intensity is not learned)."""
+    directional light's intensity is not learned; ``bounce``: one moving body's map)."""
     kinds = set(kinds)
     return sum(UNKNOWNS[k] for k in kinds) - ({"appearance", "background"} <= kinds)
 
@@ -180,6 +187,11 @@ def casts_shadows(scene) -> bool:
     ground = scene.sim.model.ground if scene.sim is not None else None
     return ground is not None and any(isinstance(lt, DirectionalLight)
                                       for lt in scene.renderer.lights)
+
+
+def has_ground(scene) -> bool:
+    """Whether ``scene`` (built) has a ground plane, which the kind ``bounce`` draws on."""
+    return scene.sim is not None and scene.sim.model.ground is not None
 
 
 def lit_by_ambient_and_sun(scene) -> bool:
@@ -269,9 +281,18 @@ class Nuisance:
                 raise ValueError("fit 'shadow' needs a directional light and a ground plane "
                                  "(the shadow is cast along the light onto the ground)")
             self._check_light_shines_down()
-            self.ground_height = scene.sim.model.ground.height
             self.params["shadow_strength"] = learned(0.0)
             self.params["occlusion_strength"] = learned([0.0, 0.0, 0.0])  # RGB
+        if "bounce" in self.kinds:
+            if not has_ground(scene):
+                raise ValueError("fit 'bounce' needs a ground plane (the map is the "
+                                 "bodies' light on the ground around them)")
+            g = ground.BOUNCE_CELLS
+            moving = [p for p in scene.parts if p.static_vertices is None]
+            self.params["bounce_map"] = learned(torch.zeros(max(len(moving), 1), 3, g, g))
+            self.bounce_reach = None  # (set at the first render: BOUNCE_REACH radii)
+        if {"shadow", "bounce"} & set(self.kinds):
+            self.ground_height = scene.sim.model.ground.height
         if "blur" in self.kinds:
             self.params["blur_sigma"] = learned(BLUR_START)
         if "response" in self.kinds:
@@ -381,10 +402,24 @@ class Nuisance:
                               sun_shadows=sun_shadows)
 
     def shadow(self, camera, meshes, verts, moving) -> torch.Tensor:
-        """The darkening factor ``[F, H, W, 3]`` (per colour channel) of what lies behind
-        the objects: 1 where no shadow falls (1 everywhere without the kind ``shadow``)."""
-        if "shadow" not in self.kinds:
-            return torch.ones((), dtype=runtime.torch_dtype(), device=runtime.torch_device())
+        """The factor ``[F, H, W, 3]`` (per colour channel) on the light of what lies
+        behind the objects: their shadow and occlusion (kind ``shadow``) times the
+        bounce maps' factor (kind ``bounce``); 1 everywhere without either."""
+        out = torch.ones((), dtype=runtime.torch_dtype(), device=runtime.torch_device())
+        if "shadow" in self.kinds or "bounce" in self.kinds:
+            points, hit = ground.ground_points(camera, self.ground_height)
+            parts = [verts[k] for k in moving]
+        if "shadow" in self.kinds:
+            out = self._shadow(camera, meshes, verts, moving, points, hit)
+        if "bounce" in self.kinds:
+            if self.bounce_reach is None:  # (from the initial state: fixed for the run)
+                self.bounce_reach = [ground.BOUNCE_REACH * ground.radius(v[0]) for v in parts]
+            out = out * ground.bounce_factor(points, hit, parts, self.params["bounce_map"],
+                                             self.bounce_reach)
+        return out
+
+    def _shadow(self, camera, meshes, verts, moving, points, hit) -> torch.Tensor:
+        """The cast shadow's and the ground occlusion's darkening (kind ``shadow``)."""
         self._check_light_shines_down()
         d = self.light_direction()
         h = self.ground_height
@@ -402,7 +437,7 @@ class Nuisance:
         # shadow's, left the occlusion out for good after one first step below 0)
         a = self.params["occlusion_strength"]
         a = a + (a.clamp(0.0, 1.0) - a).detach()
-        return cast * (1.0 - a * self.occlusion(camera, [verts[k] for k in moving]))
+        return cast * (1.0 - a * ground.sphere_occlusion(points, hit, [verts[k] for k in moving]))
 
     def project(self) -> None:
         """Put the bounded values (:attr:`bounds`) back within their bounds after an
@@ -417,10 +452,12 @@ class Nuisance:
     def free(self, name: str) -> torch.Tensor:
         """Which elements of the learned value ``name`` are free (bool, flat): not at a
         bound of :attr:`bounds`, nor a blur under :data:`BLUR_SHARP` (a sharp image,
-        where the loss is flat in ``blur_sigma``); the uncertainty holds the others."""
+        where the loss is flat in ``blur_sigma``), nor the bounce map's hundreds of cells
+        (a column each would pass the uncertainty's limit and hold every nuisance
+        value); the uncertainty holds the others."""
         x = self.params[name].detach().reshape(-1)
         low, high = self.bounds.get(name, (-float("inf"), float("inf")))
-        ok = (x > low) & (x < high)
+        ok = (x > low) & (x < high) & (name != "bounce_map")
         if name == "blur_sigma":
             ok &= x.abs() > BLUR_SHARP
         return ok
@@ -472,46 +509,6 @@ class Nuisance:
         return torch.where(linear > RESPONSE_FLOOR, x ** (1.0 / g),
                            linear * RESPONSE_FLOOR ** (1.0 / g - 1.0))
 
-    def ground_points(self, camera) -> tuple[torch.Tensor, torch.Tensor]:
-        """Where each pixel's centre ray meets the ground plane: the points ``[H, W, 3]``
-        and whether the ray meets it in front of the camera ``[H, W]`` (bool)."""
-        dt, dev = runtime.torch_dtype(), runtime.torch_device()
-        R, _ = camera.world_to_camera()
-        fx, fy, cx, cy = camera.intrinsics()
-        v, u = torch.meshgrid(torch.arange(camera.height, dtype=dt, device=dev) + 0.5,
-                              torch.arange(camera.width, dtype=dt, device=dev) + 0.5,
-                              indexing="ij")
-        ray = torch.stack([(u - cx) / fx, (v - cy) / fy, torch.ones_like(u)], -1) @ R
-        eye = camera.eye()
-        dy = ray[..., 1]
-        # (a camera at or below the ground sees none of its upper side)
-        hit = (dy < -1e-12) & (float(eye[1].detach()) > self.ground_height)
-        t = torch.where(hit, (self.ground_height - eye[1]) / torch.where(hit, dy, -1.0),
-                        torch.zeros_like(dy))
-        return eye + t[..., None] * ray, hit
-
-    def occlusion(self, camera, verts) -> torch.Tensor:
-        """The ambient occlusion ``[F, H, W, 1]`` of the ground by the moving parts: the
-        fraction of the cosine-weighted sky that each part hides from the ground point a
-        pixel sees, the part taken as a sphere (centre: its vertices' mean; radius: their
-        root-mean-square distance from it), ``(r / d)^2 cos(theta)`` (``d`` the distance
-        from the ground point to the centre, ``theta`` from the ground's normal), summed
-        over the parts and clamped to 1; 0 at pixels whose ray misses the ground."""
-        p, hit = self.ground_points(camera)
-        total = 0.0
-        for v in verts:
-            c = v.mean(1)                                              # [F, 3]
-            r2 = ((v - c[:, None]) ** 2).sum(-1).mean(1)                # [F]
-            rel = c[:, None, None, :] - p                               # [F, H, W, 3]
-            d2 = (rel ** 2).sum(-1)
-            height = rel[..., 1]
-            # inside the sphere (d < r) the whole sky is hidden
-            d2 = torch.maximum(d2, r2[:, None, None])
-            cos = height.clamp(min=0.0) / d2.sqrt()
-            total = total + r2[:, None, None] / d2 * cos
-        total = torch.where(hit, total, torch.zeros_like(total)).clamp(max=1.0)
-        return total[..., None]
-
     def solve_background(self, rgb0, w, frame_ids) -> torch.Tensor:
         """The background ``[H, W, 3]``, in linear light, that best explains the compared
         frames (through the response's inverse, :meth:`linear`) given the objects'
@@ -544,16 +541,17 @@ class Nuisance:
         verts = scene.posed_vertices(outputs, frame_ids)
         camera, lights, meshes = self.camera(), self.lights(), self.meshes()
         moving = [k for k, p in enumerate(scene.parts) if p.static_vertices is None]
-        if not moving and ("background" in self.kinds or "shadow" in self.kinds):
+        shaded = "shadow" in self.kinds or "bounce" in self.kinds
+        if not moving and ("background" in self.kinds or shaded):
             raise ValueError(f"fit {','.join(self.kinds)} needs simulated objects to draw")
         shade = self.shadow(camera, meshes, verts, moving)
         if "background" not in self.kinds:
             # (the sun's shadows on the objects, as the scene's own render draws them)
             r = self._renderer(camera, meshes, lights, scene.renderer.background, moving)
             cov = None
-            if (coverage or "shadow" in self.kinds) and moving:
+            if (coverage or shaded) and moving:
                 cov = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
-            if "shadow" not in self.kinds:
+            if not shaded:
                 return self.as_seen(scene.render_with(r, cov, verts, coverage))
             out = scene.render_with(r, cov, verts, True)
             alpha = out[..., 3:]

@@ -323,7 +323,7 @@ def test_items_take_the_own_video_options_fit_render_and_loss(tmp_path):
     # the blur
     settings = json.loads((tmp_path / "b" / "items" / "video" / "report.json").read_text())[
         "settings"]
-    assert settings["fit"] == ["background", "appearance", "shadow", "response"]
+    assert settings["fit"] == ["background", "appearance", "shadow", "bounce", "response"]
     assert settings["loss"] == "robust"
     rows = estimates(tmp_path / "b")
     assert rows["badfit"]["status"] == "failed" and "unknown kind 'lights'" in \

@@ -172,20 +172,21 @@ def test_a_users_target_reports_no_truth_unless_given(tmp_path, capsys):
     report = json.loads((out / "report.json").read_text())
     assert "true" not in report["params"]["mass"] and "rel_err" not in report["params"]["mass"]
     # a video the engine did not make: three initial guesses by default, antialiased,
-    # the backdrop, the lights, the shadow, the camera's blur and response learned, the
-    # robust loss
+    # the backdrop, the lights, the shadow, the bounce map, the camera's blur and
+    # response learned, the robust loss
     assert report["settings"]["restarts"] == 3 and len(report["restarts"]) == 3
     assert report["settings"]["render"] == "antialias"
-    assert report["settings"]["fit"] == ["background", "appearance", "shadow", "blur",
-                                         "response"]
+    assert report["settings"]["fit"] == ["background", "appearance", "shadow", "bounce",
+                                         "blur", "response"]
     assert report["settings"]["loss"] == "robust"
-    assert set(report["nuisance"]) >= {"shadow_strength", "occlusion_strength", "background"}
+    assert set(report["nuisance"]) >= {"shadow_strength", "occlusion_strength", "bounce_map",
+                                       "background"}
     argv += ["--restarts", "1"]
     assert "rel.err" not in capsys.readouterr().out
     # names add to the default (the camera), -kind takes one out (the blur)
     assert main([*argv, "--fit", "camera,-blur"]) == 0
     assert json.loads((out / "report.json").read_text())["settings"]["fit"] == [
-        "camera", "background", "appearance", "shadow", "response"]
+        "camera", "background", "appearance", "shadow", "bounce", "response"]
     assert main([*argv, "--fit", "camera,-camera"]) == 2
     assert "--fit: 'camera' is both added and taken out" in capsys.readouterr().err
     assert main([*argv, "--fit", "none", "--loss", "mse"]) == 0  # the plain model

@@ -226,7 +226,8 @@ def test_the_command_defaults_option_is_what_the_command_uses():
     scene.build()
     kw = ft.command_defaults(scene)
     assert kw == dict(_render_mode="antialias", loss="robust", iters=160,
-                      fit=("background", "appearance", "shadow", "blur", "response"))
+                      fit=("background", "appearance", "shadow", "bounce", "blur",
+                           "response"))
     assert ft.command_defaults(scene, "camera")["fit"] == ("camera", *kw["fit"])
 
 

@@ -13,6 +13,7 @@ from nuisance_helpers import truth_outputs as _truth_outputs
 from runtime_arch import TEST_ARCH
 
 from gradsim_taichi.cli import main
+from gradsim_taichi.ground_shading import BOUNCE_CELLS
 from gradsim_taichi.nuisance import KINDS, UNKNOWNS, Nuisance, parse_fit, unknowns
 
 f64 = torch.float64
@@ -43,39 +44,45 @@ def test_parse_fit():
         parse_fit("+lights", default)
     with pytest.raises(ValueError, match="unknown kind '-none'"):
         parse_fit("-none", default)
-    assert set(KINDS) == {"camera", "background", "appearance", "shadow", "blur", "response"}
+    assert set(KINDS) == {"camera", "background", "appearance", "shadow", "bounce", "blur",
+                          "response"}
 
 
 def test_the_defaults_for_a_video_the_engine_did_not_make():
-    """``fit_for``: the backdrop, the lights, the shadow and the camera's blur and
-    response for a foreign video without a mask; the lights only where an ambient and a
-    directional light are there to learn, the shadow only where a directional light and a
-    ground cast it; what was given otherwise."""
+    """``fit_for``: the backdrop, the lights, the shadow, the bounce map and the camera's
+    blur and response for a foreign video without a mask; the lights only where an
+    ambient and a directional light are there to learn, the shadow only where a
+    directional light and a ground cast it, the bounce map where a ground takes it and
+    no Levenberg-Marquardt fits the scene; what was given otherwise."""
     from gradsim_taichi.estimation_outputs import fit_for, loss_for
     from gradsim_taichi.render import AmbientLight, DirectionalLight
 
     scene = _scene(frames=2, size=8)
     lights = list(scene.renderer.lights)
     assert fit_for(True, None, scene, masked=False) == ("background", "appearance", "shadow",
-                                                        "blur", "response")
+                                                        "bounce", "blur", "response")
     assert fit_for(True, None, scene, masked=True) == ()
     assert fit_for(False, None, scene, masked=False) == ()
     # names add to the default (--fit camera); none drops it
     assert fit_for(True, ("camera",), scene, masked=False) == ("camera", "background",
                                                                "appearance", "shadow",
-                                                               "blur", "response")
+                                                               "bounce", "blur", "response")
     assert fit_for(True, (), scene, masked=False) == ()  # (an empty list: none)
     assert fit_for(True, "none", scene, masked=False) == ()
     assert fit_for(True, "none,camera", scene, masked=False) == ("camera",)
     assert fit_for(True, "camera,-appearance", scene, masked=False) == (
-        "camera", "background", "shadow", "blur", "response")
+        "camera", "background", "shadow", "bounce", "blur", "response")
     assert fit_for(True, "+camera", scene, masked=True) == ("camera",)
     assert fit_for(False, "camera", scene, masked=False) == ("camera",)
     scene.renderer.lights = [lt for lt in lights if not isinstance(lt, DirectionalLight)]
-    assert fit_for(True, None, scene, masked=False) == ("background", "blur", "response")
-    scene.renderer.lights = [lt for lt in lights if not isinstance(lt, AmbientLight)]
-    assert fit_for(True, None, scene, masked=False) == ("background", "shadow", "blur",
+    assert fit_for(True, None, scene, masked=False) == ("background", "bounce", "blur",
                                                         "response")
+    scene.renderer.lights = [lt for lt in lights if not isinstance(lt, AmbientLight)]
+    assert fit_for(True, None, scene, masked=False) == ("background", "shadow", "bounce",
+                                                        "blur", "response")
+    optimizer, scene.optimizer = scene.optimizer, "lm"
+    assert "bounce" not in fit_for(True, None, scene, masked=False)
+    scene.optimizer = optimizer
     # what the defaults name can be set up on the scene they were chosen for
     for kept in ([], lights, [lt for lt in lights if not isinstance(lt, AmbientLight)]):
         scene.renderer.lights = kept
@@ -128,7 +135,10 @@ GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02,
            "albedo_gain": [0.9, 1.1, 1.05], "ambient": 0.45, "light_intensity": 0.55,
            "light_direction": [0.1, -0.05], "shadow_strength": 0.4,
            "occlusion_strength": [0.3, 0.2, 0.35], "blur_sigma": 0.8, "gamma": 1.7,
-           "response_offset": 0.06}
+           "response_offset": 0.06,
+           # (one body's map [1, 3, G, G]: a smooth, generic field)
+           "bounce_map": 0.2 * torch.sin(torch.arange(3 * BOUNCE_CELLS ** 2, dtype=f64)
+                                         ).reshape(1, 3, BOUNCE_CELLS, BOUNCE_CELLS)}
 
 
 @pytest.mark.parametrize("mode, kinds, rtol", [
@@ -139,7 +149,7 @@ GENERIC = {"camera_rotation": [0.01, -0.02, 0.005], "camera_translation": [0.02,
     ("antialias", ("shadow", "blur", "response"), 1e-5),
     ("antialias", ("background", "shadow", "blur", "response"), 1e-4),
     # the defaults for a video the engine did not make
-    ("antialias", ("background", "appearance", "shadow", "blur", "response"), 1e-4),
+    ("antialias", ("background", "appearance", "shadow", "bounce", "blur", "response"), 1e-4),
 ])
 def test_every_nuisance_gradient_matches_central_differences(mode, kinds, rtol):
     scene = _scene(mode)

@@ -8,6 +8,7 @@ from nuisance_helpers import directional as _directional
 from nuisance_helpers import small_scene as _scene
 from nuisance_helpers import truth_outputs as _truth_outputs
 
+from gradsim_taichi.ground_shading import ground_points, sphere_occlusion
 from gradsim_taichi.nuisance import Nuisance
 
 f64 = torch.float64
@@ -94,7 +95,7 @@ def test_occlusion_is_the_sphere_form_factor_at_the_pixel_of_its_ground_point(of
     nu = Nuisance(scene, ("shadow",), scene.render(_truth_outputs(scene)))
     cam = scene.camera
     with torch.no_grad():
-        points, hit = nu.ground_points(cam)
+        points, hit = ground_points(cam, nu.ground_height)
         i, j = 22, 13
         p = points[i, j]
         assert bool(hit[i, j]) and abs(float(p[1]) - nu.ground_height) < 1e-12
@@ -102,7 +103,7 @@ def test_occlusion_is_the_sphere_form_factor_at_the_pixel_of_its_ground_point(of
         assert torch.allclose(uv, torch.tensor([j + 0.5, i + 0.5], dtype=f64), atol=1e-9)
         r, h = 0.1, 0.4
         centre = p + torch.tensor([offset, h, 0.0], dtype=f64)
-        ao = nu.occlusion(cam, [_ball(centre, r)])[0, i, j, 0]
+        ao = sphere_occlusion(points, hit, [_ball(centre, r)])[0, i, j, 0]
     d = (offset ** 2 + h ** 2) ** 0.5
     assert abs(float(ao) - (r / d) ** 2 * h / d) < 1e-12
     if offset == 0.0:
@@ -123,10 +124,11 @@ def test_pixels_whose_ray_misses_the_ground_get_no_occlusion():
         far = torch.tensor([0.0, nu.ground_height, -1e7], dtype=f64)
         horizon = float(cam.project(far)[0][1])
         assert 4 < horizon < 28
-        _, hit = nu.ground_points(cam)
+        points, hit = ground_points(cam, nu.ground_height)
         rows = torch.arange(32, dtype=f64)[:, None].expand(32, 32) + 0.5
         assert torch.equal(hit, rows > horizon)
-        ao = nu.occlusion(cam, [_ball(torch.tensor([0.0, 0.3, 0.0], dtype=f64), 0.25)])[0, ..., 0]
+        ao = sphere_occlusion(points, hit,
+                              [_ball(torch.tensor([0.0, 0.3, 0.0], dtype=f64), 0.25)])[0, ..., 0]
     assert float(ao[~hit].abs().max()) == 0.0
     assert float(ao[hit].max()) > 0.05
 
@@ -158,7 +160,8 @@ def test_occlusion_darkens_each_colour_channel_by_its_own_strength():
         verts = scene.posed_vertices(out)
         moving = [k for k, p in enumerate(scene.parts) if p.static_vertices is None]
         shade = nu.shadow(scene.camera, nu.meshes(), verts, moving)
-        ao = nu.occlusion(scene.camera, [verts[k] for k in moving])
+        ao = sphere_occlusion(*ground_points(scene.camera, nu.ground_height),
+                              [verts[k] for k in moving])
     assert shade.shape == (3, 24, 24, 3)
     assert float(ao.max()) > 0.05
     torch.testing.assert_close(shade, 1.0 - strength * ao, rtol=0, atol=1e-12)

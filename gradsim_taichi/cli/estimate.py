@@ -103,15 +103,19 @@ def add_estimate_parser(sub, help_line: str) -> None:
                         "--background-plate), appearance (object albedo, ambient and "
                         "directional light), shadow (the objects' shadow on the ground along "
                         "the light, and their ambient occlusion of the ground: the two "
-                        "strengths), blur (the camera's: a Gaussian's width in pixels, 0 "
+                        "strengths), bounce (a learned map of what each moving body "
+                        "does to the ground's light around it beyond that: its bounce "
+                        "light, the crevice along its contact), blur (the camera's: a "
+                        "Gaussian's width in pixels, 0 "
                         "for a sharp clip), response (the camera's: (1 + c) x^(1/gamma) - c, "
                         "gamma 1 and c 0 linear, about 2.4 and 0.055 for sRGB files); "
                         "-KIND takes one out of the default, none drops it (none: only the "
                         "physical ones; none,camera: the camera alone). "
                         "Default with --target and no mask: "
-                        "background,appearance,shadow,blur,response (appearance where the "
-                        "scene has an ambient and a directional light, shadow where it has "
-                        "a directional light and a ground), else none")
+                        "background,appearance,shadow,bounce,blur,response (appearance "
+                        "where the scene has an ambient and a directional light, shadow "
+                        "where it has a directional light and a ground, bounce where it "
+                        "has a ground and is not fitted by Levenberg-Marquardt), else none")
     p.add_argument("--render", choices=["soft", "antialias"], default=None,
                    help="the model's image: antialias (the nearest surface wins, edges "
                         "anti-aliased, like an ordinary renderer or a camera; the default "
