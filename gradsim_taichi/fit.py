@@ -13,7 +13,7 @@ import torch
 
 from gradsim_taichi import run_loop, runtime
 from gradsim_taichi.errors import StateError
-from gradsim_taichi.nuisance import CAMERA_PARAMS, NOT_CALIBRATED
+from gradsim_taichi.nuisance import CAMERA_PARAMS, MANY_VALUED
 from gradsim_taichi.objectives import blur_frames, chroma_420, lm_residual, needs_mask
 from gradsim_taichi.optimisers import LM_MAX_UNKNOWNS, LevenbergMarquardt, Optimiser
 from gradsim_taichi.reports import jsonable
@@ -103,7 +103,7 @@ class Fit:
         self.calibrated = ()
         # ... and those it does not calibrate, held at their start (the bounce map: its
         # hundreds of values took a short pre-contact stage's L-BFGS steps from the mass)
-        self.uncalibrated = tuple(n for n in NOT_CALIBRATED
+        self.uncalibrated = tuple(n for n in MANY_VALUED
                                   if nuisance is not None and n in nuisance.params)
         # coarse stage: projectors onto each basis (orthonormal columns), anchored at the
         # values the stage starts from
@@ -308,7 +308,7 @@ class Fit:
         again: the same LM steps would give the same values."""
         iters = CALIBRATION_ITERS if iters is None else iters
         tensors = [] if self.nuisance is None else [
-            t for n, t in self.nuisance.params.items() if n not in NOT_CALIBRATED]
+            t for n, t in self.nuisance.params.items() if n not in MANY_VALUED]
         if not tensors or self.supervision == "3d":
             return None
         ids = torch.tensor([0])

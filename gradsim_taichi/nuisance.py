@@ -103,9 +103,10 @@ CAMERA_PARAMS = ("camera_rotation", "camera_translation")
 # only these changed (any other value, a new one included, is taken to change it)
 AFTER_THE_LAYER = ("shadow_strength", "occlusion_strength", "bounce_map", "blur_sigma",
                    "gamma", "response_offset")
-# values too many for the frame-0 calibration's Levenberg-Marquardt (a Jacobian column
-# each; frame 0 alone cannot tell them from the background either): held there
-NOT_CALIBRATED = ("bounce_map",)
+# values too many for a Jacobian column each (a map's cells): not calibrated on frame 0
+# (which cannot tell them from the background either), not columns of the uncertainty,
+# and held until every frame is fitted (Fit)
+MANY_VALUED = ("bounce_map",)
 
 # weight (in frames) of the temporal median in the background's least-squares solve
 BACKGROUND_PRIOR = 1e-2
@@ -410,7 +411,7 @@ class Nuisance:
             points, hit = ground.ground_points(camera, self.ground_height)
             parts = [verts[k] for k in moving]
         if "shadow" in self.kinds:
-            out = self._shadow(camera, meshes, verts, moving, points, hit)
+            out = self._shadow(camera, meshes, verts, moving, points, hit, parts)
         if "bounce" in self.kinds:
             if self.bounce_reach is None:  # (from the initial state: fixed for the run)
                 self.bounce_reach = [ground.BOUNCE_REACH * ground.radius(v[0]) for v in parts]
@@ -418,7 +419,7 @@ class Nuisance:
                                              self.bounce_reach)
         return out
 
-    def _shadow(self, camera, meshes, verts, moving, points, hit) -> torch.Tensor:
+    def _shadow(self, camera, meshes, verts, moving, points, hit, parts) -> torch.Tensor:
         """The cast shadow's and the ground occlusion's darkening (kind ``shadow``)."""
         self._check_light_shines_down()
         d = self.light_direction()
@@ -437,7 +438,7 @@ class Nuisance:
         # shadow's, left the occlusion out for good after one first step below 0)
         a = self.params["occlusion_strength"]
         a = a + (a.clamp(0.0, 1.0) - a).detach()
-        return cast * (1.0 - a * ground.sphere_occlusion(points, hit, [verts[k] for k in moving]))
+        return cast * (1.0 - a * ground.sphere_occlusion(points, hit, parts))
 
     def project(self) -> None:
         """Put the bounded values (:attr:`bounds`) back within their bounds after an
@@ -452,12 +453,12 @@ class Nuisance:
     def free(self, name: str) -> torch.Tensor:
         """Which elements of the learned value ``name`` are free (bool, flat): not at a
         bound of :attr:`bounds`, nor a blur under :data:`BLUR_SHARP` (a sharp image,
-        where the loss is flat in ``blur_sigma``), nor the bounce map's hundreds of cells
-        (a column each would pass the uncertainty's limit and hold every nuisance
-        value); the uncertainty holds the others."""
+        where the loss is flat in ``blur_sigma``), nor a :data:`MANY_VALUED` one (a column
+        per cell would pass the uncertainty's limit and hold every nuisance value); the
+        uncertainty holds the others."""
         x = self.params[name].detach().reshape(-1)
         low, high = self.bounds.get(name, (-float("inf"), float("inf")))
-        ok = (x > low) & (x < high) & (name != "bounce_map")
+        ok = (x > low) & (x < high) & (name not in MANY_VALUED)
         if name == "blur_sigma":
             ok &= x.abs() > BLUR_SHARP
         return ok
