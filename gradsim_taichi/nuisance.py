@@ -426,8 +426,7 @@ class Nuisance:
         h = self.ground_height
 
         def draw_cover():
-            # each vertex moved along the light onto the ground plane y = h
-            flat = [verts[k] - ((verts[k][..., 1:2] - h) / d[1]) * d for k in moving]
+            flat = [ground.flattened(verts[k], d, h) for k in moving]
             r = self._renderer(camera, [meshes[k] for k in moving], [], (0.0, 0.0, 0.0))
             return blur_frames(r.coverage(flat), SHADOW_BLUR)
         cover = self.last_cover.get([*_pose(camera), d, *(verts[k] for k in moving)],
