@@ -1,5 +1,6 @@
 """How moving bodies change the ground's light around them (the nuisance kinds ``shadow``
-and ``bounce``, :mod:`gradsim_taichi.nuisance`): where each pixel's ray meets the ground,
+and ``bounce``, :mod:`gradsim_taichi.nuisance`): the bodies flattened along the light
+onto the ground (the cast shadow's outline), where each pixel's ray meets the ground,
 the sky each body hides from it (ambient occlusion), and a learned map of what else a
 body does to the ground near it.
 

@@ -29,7 +29,9 @@ that the optimiser learns together with the physical ones; none changes the simu
   from 0).
 - ``shadow``: the simulated objects cast a shadow on the ground plane along the
   directional light (the appearance's direction when that is fitted too): their meshes
-  projected onto the ground, drawn as coverage, blurred by :data:`SHADOW_BLUR` pixels
+  projected onto the ground (:func:`~gradsim_taichi.ground_shading.flattened`: lifted
+  off it a little, so that the body's overlapping faces keep one depth order and the
+  cover moves smoothly with it), drawn as coverage, blurred by :data:`SHADOW_BLUR` pixels
   and darkening what lies behind the objects by the factor
   ``1 - shadow_strength * coverage`` (from 0: no shadow; used within [0, 1]). A shadow
   that moves with the object is what a static background cannot take in; the robust
