@@ -34,13 +34,17 @@ boundary; if they do not (a shared edge: a crease; or a sliver between them that
 pixel centre sees), the one nearer at its own pixel. Against the background, the
 face's own edge.
 
-Which colours: where the front surface's walk crossed into faces neither centre sees,
-the stretch of the segment from the first such crossing to the boundary gets the colour
-of the face it entered (the mean of that face's pixels in the frame; the front
-surface's own if it has none), not the front pixel's: two steps of colour, each
+Which colours: where the front surface's walk crossed faces neither centre sees, the
+segment's colour steps at each crossing: from the front pixel's colour to each crossed
+face's (evaluated at the middle of its stretch by the caller's ``colour_at``: the
+renderer's own shading) and at the boundary to the other pixel's, each step
 anti-aliased with its own edge's share. At a junction (a crease meeting a silhouette,
-three sides of a box at a corner) that face is a distinct side, and without its colour
-the image jumped when it reached a pixel centre (``benchmarks/antialias_jumps.py``).
+three sides of a box at a corner) the crossed face is a distinct side, and without its
+colour the image jumped when it reached a pixel centre
+(``benchmarks/antialias_jumps.py``). Taking one colour for the whole stretch (the first
+crossed face's, as measured from the pixels that see it) jumped too, when a pixel centre
+crossed the diagonal of a flat quad: the first face crossed changed from the quad's
+other half to the next side.
 """
 
 from __future__ import annotations
@@ -81,34 +85,41 @@ def _exit(w0: torch.Tensor, w1: torch.Tensor):
     return t, k
 
 
-def _surface_exit(face, f, P, Q, xy, neighbours, stop, steps: int = 8):
-    """Where the segment ``P -> Q`` leaves the surface around ``face`` (which covers
+def _surface_walk(face, f, P, Q, xy, neighbours, stop, steps: int = 8):
+    """The walk of the segment ``P -> Q`` over the surface around ``face`` (which covers
     ``P``): across shared edges into neighbours of the same winding (thin faces of a
     curved surface that no pixel centre sees) until a silhouette (a boundary edge, or a
     neighbour that winds the other way: it faces away), the face ``stop`` (the one seen
-    at ``Q``: a crease) or ``Q``. Returns ``(t, face, edge)`` per segment, and the edge
-    ``k0`` the segment leaves the first face through (the same as ``edge`` where it did
-    not walk) (no gradient: the crossings are recomputed from the edges found)."""
+    at ``Q``: a crease) or ``Q``. Returns ``(t, path, exits, n)``: where the walk leaves
+    the surface ``t [N]``; the faces it crossed, in order, ``path [N, steps + 1]``
+    (``path[:, 0]`` is ``face``, -1 past the end), the edge through which the segment
+    leaves each, ``exits``, and their number ``n [N]`` (no gradient: the crossings are
+    recomputed from the edges found)."""
     tri = xy[f, face]
     t, k = _exit(_barycentric(tri, P), _barycentric(tri, Q))
-    k0 = k.clone()
+    path = torch.full((face.shape[0], steps + 1), -1, dtype=face.dtype, device=face.device)
+    exits = torch.zeros_like(path)
+    path[:, 0], exits[:, 0] = face, k
+    n = torch.ones_like(face)
     if neighbours is None:
-        return t, face, k, k0
+        return t, path, exits, n
     winding = _signed_area(tri) > 0
-    for _ in range(steps):
-        n = neighbours[face, k]
-        go = (n >= 0) & (n != stop) & (t < 1)
+    face = face.clone()
+    for step in range(1, steps + 1):
+        nb = neighbours[face, k]
+        go = (nb >= 0) & (nb != stop) & (t < 1)
         sel = torch.nonzero(go, as_tuple=True)[0]
         if sel.numel() == 0:
             break
-        ntri = xy[f[sel], n[sel]]
+        ntri = xy[f[sel], nb[sel]]
         nt, nk = _exit(_barycentric(ntri, P[sel]), _barycentric(ntri, Q[sel]))
         ok = ((_signed_area(ntri) > 0) == winding[sel]) & (nt > t[sel])
         sel, nt, nk = sel[ok], nt[ok], nk[ok]
         if sel.numel() == 0:
             break
-        face[sel], t[sel], k[sel] = n[sel], nt, nk
-    return t, face, k, k0
+        face[sel], t[sel], k[sel] = nb[sel], nt, nk
+        path[sel, step], exits[sel, step], n[sel] = face[sel], nk, step + 1
+    return t, path, exits, n
 
 
 def face_neighbours(faces: torch.Tensor) -> torch.Tensor:
@@ -219,16 +230,19 @@ def _horizontal_weight(xy, f, face, k, cross, faces, corners, s):
     return weight
 
 
-def _pair_deltas(img, face_id, xy, z, neighbours, faces=None):
+def _pair_deltas(img, face_id, xy, z, neighbours, faces=None, colour_at=None):
     """Colour changes from the pairs of horizontal and vertical neighbours, as
     ``(flat pixel index [M], delta [M, C])``.
 
-    A pair's segment can cross a face that neither pixel centre sees before it reaches
-    the boundary (the surface walk of :func:`_surface_exit`): from ``p``, the colour of
-    ``p`` up to ``t1``, that face's from ``t1`` to ``t2``, ``q``'s after. Its colour is
-    taken from the pixels that see it (else the front surface's own): where it is a
-    crease's other face (two box sides meeting a silhouette, three at a corner),
-    so the image stays continuous when that face reaches ``p``'s centre."""
+    A pair's segment can cross faces that neither pixel centre sees before it reaches
+    the boundary (the surface walk of :func:`_surface_walk`): from the front pixel, its
+    colour up to the first crossing, then each face's in turn, and the other pixel's
+    past the boundary, each step anti-aliased with its own edge (:func:`_steps`). A
+    face's colour is ``colour_at``'s at the middle of its stretch (else the front
+    pixel's): where it is a crease's other face (two box sides meeting a silhouette,
+    three at a corner) the image stays continuous when that face reaches the pixel's
+    centre, and where it is the other half of a flat quad (a diagonal, no step of
+    colour) nothing changes when the diagonal crosses the centre."""
     F, H, W, C = img.shape
     fid = face_id
     s = 2.0 / H  # screen units per pixel (see soft_raster: y spans [0, 2])
@@ -251,8 +265,8 @@ def _pair_deltas(img, face_id, xy, z, neighbours, faces=None):
         Q = P + D
         has_p, has_q = fp >= 0, fq >= 0
         A, B = fp.clamp_min(0), fq.clamp_min(0)
-        t_p, face_p, k_p, k0_p = _surface_exit(A.clone(), f, P, Q, xyd, neighbours, fq)
-        u_q, face_q, k_q, k0_q = _surface_exit(B.clone(), f, Q, P, xyd, neighbours, fp)
+        t_p, path_p, exits_p, n_p = _surface_walk(A, f, P, Q, xyd, neighbours, fq)
+        u_q, path_q, exits_q, n_q = _surface_walk(B, f, Q, P, xyd, neighbours, fp)
         s_q = 1.0 - u_q  # where the surface seen at q starts, from p
         tA, tB, zA, zB = xyd[f, A], xyd[f, B], z[f, A], z[f, B]
         wA0, wA1 = _barycentric(tA, P), _barycentric(tA, Q)
@@ -268,77 +282,90 @@ def _pair_deltas(img, face_id, xy, z, neighbours, faces=None):
             # round-off that any non-rigid change of the vertices flipped (the L-shape's
             # image then disagreed with finite differences by up to 10% along random
             # vertex directions; rigid motions keep the cap planar and agreed); take p's
-            p_front |= (neighbours[face_p, k_p] == fq) & (neighbours[face_q, k_q] == fp)
+            rows = torch.arange(f.numel(), device=f.device)
+            last_p, last_q = n_p - 1, n_q - 1
+            p_front |= ((neighbours[path_p[rows, last_p], exits_p[rows, last_p]] == fq)
+                        & (neighbours[path_q[rows, last_q], exits_q[rows, last_q]] == fp))
         p_front = (p_front & has_p) | ~has_q
         t = torch.where(p_front, t_p, s_q)
-        k = torch.where(p_front, k_p, k_q)
-        face = torch.where(p_front, face_p, face_q)
-        # the front surface's first face and the edge it leaves that face through
-        first = torch.where(p_front, A, B)
-        k0 = torch.where(p_front, k0_p, k0_q)
-        walked = face != first
+        path = torch.where(p_front[:, None], path_p, path_q)
+        exits = torch.where(p_front[:, None], exits_p, exits_q)
+        n = torch.where(p_front, n_p, n_q)
         # a pixel centre on an edge counts as covered (t = 0 or 1, up to round-off)
         keep = (t > -1e-9) & (t < 1 + 1e-9)
-    f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked = (
-        x[keep] for x in (f, i, j, di, dj, face, k, P, D, p_front, first, k0, walked))
+    f, i, j, di, dj, path, exits, n, P, D, p_front = (
+        x[keep] for x in (f, i, j, di, dj, path, exits, n, P, D, p_front))
     corners = None if faces is None else _corner_shares(xy, faces, neighbours)
-    t1, t2, w1, w2 = _steps(xy, corners, faces, s, f, dj, face, k, P, D, p_front, first,
-                            k0, walked)
+    ts, shares = _steps(xy, corners, faces, s, f, dj, path, exits, n, P, D, p_front)
     cp, cq = img[f, i, j], img[f, i + di, j + dj]
-    c_mid = _unseen_colour(img, face_id, f, first, k0, walked, neighbours,
-                           torch.where(p_front[:, None], cp, cq))
-    ones, zeros = torch.ones_like(t1), torch.zeros_like(t1)
-    dp = (w1 * _overlap(t1, ones, 0.0, 0.5)[:, None] * (c_mid - cp)
-          + w2 * _overlap(t2, ones, 0.0, 0.5)[:, None] * (cq - c_mid))
-    dq = (w2 * _overlap(zeros, t2, 0.5, 1.0)[:, None] * (c_mid - cq)
-          + w1 * _overlap(zeros, t1, 0.5, 1.0)[:, None] * (cp - c_mid))
-    index = torch.cat([(f * H + i) * W + j, (f * H + i + di) * W + j + dj])
+    front = torch.where(p_front[:, None], cp, cq)
+    back = torch.where(p_front[:, None], cq, cp)
+    flat = (f * H + i) * W + j
+    front_pixel = torch.where(p_front, flat, flat + di * W + dj)
+    colours = _walk_colours(colour_at, f, path, n, P, D, ts, front, back, front_pixel)
+    sign = torch.where(p_front, 1.0, -1.0).to(dt)[:, None]
+    dp = torch.zeros_like(cp)
+    dq = torch.zeros_like(cq)
+    ones, zeros = torch.ones_like(ts[:, 0]), torch.zeros_like(ts[:, 0])
+    for step in range(path.shape[1]):
+        # from p across this crossing: the colour goes from the inner face's to the
+        # outer one's where the walk went from p, the other way where it came from q
+        change = shares[:, step:step + 1] * sign * (colours[step + 1] - colours[step])
+        dp = dp + _overlap(ts[:, step], ones, 0.0, 0.5)[:, None] * change
+        dq = dq - _overlap(zeros, ts[:, step], 0.5, 1.0)[:, None] * change
+    index = torch.cat([flat, flat + di * W + dj])
     return index, torch.cat([dp, dq])
 
 
-def _steps(xy, corners, faces, s, f, dj, face, k, P, D, p_front, first, k0, walked):
-    """Where a pair's colour steps, from p: from p's colour to the unseen face's at ``t1``
-    and from that to q's at ``t2`` (one step, ``t1 = t2``, where the front surface did
-    not walk), each differentiable in its edge's ends; and each step's share ``[M, 1]``
-    of this pair's axis (:func:`_horizontal_weight`)."""
-    t = _crossing(xy, f, face, k, P, D).clamp(0, 1)  # the boundary
-    t_first = torch.where(walked, _crossing(xy, f, first, k0, P, D).clamp(0, 1), t)
-    t1 = torch.where(p_front, torch.minimum(t_first, t), t)
-    t2 = torch.where(p_front, t, torch.maximum(t_first, t))
-    shares = []
-    for ef, ek, et in ((torch.where(p_front, first, face), torch.where(p_front, k0, k), t1),
-                       (torch.where(p_front, face, first), torch.where(p_front, k, k0), t2)):
-        h = _horizontal_weight(xy, f, ef, ek, P + et[:, None] * D, faces, corners, s)
-        shares.append(torch.where(dj == 1, h, 1 - h)[:, None])
-    return t1, t2, *shares
+def _steps(xy, corners, faces, s, f, dj, path, exits, n, P, D, p_front):
+    """Where a pair's colour steps: the crossings of the front surface's walk
+    ``ts [M, S]`` (from p; column ``k`` where the segment leaves ``path[:, k]``, the
+    last active one the boundary), each differentiable in its edge's ends, and each
+    step's share ``[M, S]`` of this pair's axis (:func:`_horizontal_weight`; 0 past the
+    walk's end)."""
+    M, S = path.shape
+    m, k = torch.nonzero(torch.arange(S, device=n.device)[None] < n[:, None], as_tuple=True)
+    face, edge = path[m, k], exits[m, k]
+    t = _crossing(xy, f[m], face, edge, P[m], D[m]).clamp(0, 1)
+    h = _horizontal_weight(xy, f[m], face, edge, P[m] + t[:, None] * D[m], faces, corners, s)
+    share = torch.where(dj[m] == 1, h, 1 - h)
+    # past the walk's end: 1 where the walk went from p, 0 from q (neither moves the
+    # running bound below)
+    pad = torch.where(p_front, 1.0, 0.0).to(t.dtype)[:, None].expand(M, S)
+    ts = pad.index_put((m, k), t)
+    # the walk's crossings go away from its pixel; round-off where faces meet at a
+    # vertex must not reorder them: each is bounded by the ones after it (the boundary
+    # stays exact)
+    ahead_min = ts.flip(1).cummin(1).values.flip(1)
+    ahead_max = ts.flip(1).cummax(1).values.flip(1)
+    ts = torch.where(p_front[:, None], ahead_min, ahead_max)
+    shares = torch.zeros_like(ts).index_put((m, k), share)
+    return ts, shares
 
 
-def _unseen_colour(img, face_id, f, first, k0, walked, neighbours, fallback):
-    """The colour of the face a pair's segment enters from the front surface's first
-    face (across edge ``k0``): the mean colour of the pixels that see that face in the
-    frame (a flat face's colour), else ``fallback``."""
-    if neighbours is None or not bool(walked.any()):
-        return fallback
-    F, H, W, C = img.shape
-    T = neighbours.shape[0]
-    entered = neighbours.to(first.device)[first, k0]
-    key = f * T + entered.clamp_min(0)
-    ok = walked & (entered >= 0)
-    # only the pixels of the faces entered (a mean over every pixel: +25% of this stage)
-    wanted = torch.zeros(F * T, dtype=torch.bool, device=img.device)
-    wanted[key[ok]] = True
-    slot = torch.arange(F, device=img.device)[:, None, None] * T + face_id
-    seen = (face_id >= 0) & wanted[slot.clamp_min(0)]
-    slot = slot[seen]
-    total = img.new_zeros(F * T, C).index_add(0, slot, img[seen])
-    count = img.new_zeros(F * T).index_add(0, slot, torch.ones_like(slot, dtype=img.dtype))
-    ok &= count[key] > 0
-    return torch.where(ok[:, None], total[key] / count[key].clamp_min(1)[:, None], fallback)
+def _walk_colours(colour_at, f, path, n, P, D, ts, front, back, front_pixel):
+    """The colours along a pair's walk, one ``[M, C]`` per column ``k`` of ``path`` and
+    one more: the front pixel's (column 0), each walked face's, evaluated by
+    ``colour_at`` at the middle of its stretch (without it, the front pixel's), and the
+    other pixel's from column ``n`` on."""
+    M, S = path.shape
+    out = [front]
+    for k in range(1, S + 1):
+        inside = k < n
+        colour = front
+        sel = torch.nonzero(inside, as_tuple=True)[0]
+        if colour_at is not None and sel.numel():
+            middle = 0.5 * (ts[sel, k - 1] + ts[sel, k])
+            point = P[sel] + middle[:, None] * D[sel]
+            colour = front.index_put((sel,), colour_at(f[sel], path[sel, k], point,
+                                                       front_pixel[sel]))
+        out.append(torch.where((k >= n)[:, None], back, colour))
+    return out
 
 
 def antialias(img: torch.Tensor, face_id: torch.Tensor, xy: torch.Tensor, z: torch.Tensor,
               neighbours: torch.Tensor | None = None,
-              faces: torch.Tensor | None = None) -> torch.Tensor:
+              faces: torch.Tensor | None = None, colour_at=None) -> torch.Tensor:
     """Anti-alias a z-buffered image at its silhouette, occlusion and crease edges.
 
     Args:
@@ -355,14 +382,20 @@ def antialias(img: torch.Tensor, face_id: torch.Tensor, xy: torch.Tensor, z: tor
             from; needs ``neighbours``): with them, an edge's share of each pixel axis
             moves smoothly to a common value at its ends, so the image stays
             continuous as a crossing passes a vertex (see the module docstring).
+        colour_at: ``colour_at(frame [N], face [N], point [N, 2], pixel [N]) -> [N, C]``,
+            the colour of a face at a screen point, as ``img`` would show it at the
+            flat pixel index ``pixel`` (the pixel next to it on the same surface: its
+            shadows, say); used for the faces a segment crosses that no pixel centre
+            sees (needs ``neighbours``). Without it they take the front pixel's colour.
 
-    Returns ``[F, H, W, C]``, differentiable in ``img`` and ``xy``.
+    Returns ``[F, H, W, C]``, differentiable in ``img`` and ``xy`` (and in what
+    ``colour_at`` returns).
     """
     if faces is not None and neighbours is None:
         raise ValueError("antialias: faces needs neighbours (face_neighbours(faces))")
     F, H, W, C = img.shape
     flat = img.reshape(F * H * W, C)
-    pairs = _pair_deltas(img, face_id, xy, z, neighbours, faces)
+    pairs = _pair_deltas(img, face_id, xy, z, neighbours, faces, colour_at)
     if pairs is None:
         return img
     return flat.index_add(0, pairs[0], pairs[1]).reshape(F, H, W, C)

@@ -171,9 +171,12 @@ class SoftRasterizer:
             self._neighbours = face_neighbours(self.packed_faces())
         return self._neighbours
 
-    def _antialias(self, img, ids, xy, z):
+    def _antialias(self, img, ids, xy, z, p=None):
+        """The anti-aliasing of ``img``; with the packed inputs ``p``, the faces that no
+        pixel centre sees are shaded as the pixels are (:func:`_colour_at`)."""
+        colour_at = None if p is None else _colour_at(p, ids.shape[1], ids.shape[2])
         return antialias(img, ids, xy, z, self.neighbours().to(ids.device),
-                         self.packed_faces().to(ids.device))
+                         self.packed_faces().to(ids.device), colour_at)
 
     def _vertices(self, vertices) -> tuple[list[torch.Tensor], int, bool]:
         if isinstance(vertices, torch.Tensor):
@@ -278,13 +281,16 @@ class SoftRasterizer:
 
     def _shadowed(self, out, ids, p) -> torch.Tensor:
         """``out`` with each directional light's share taken from the pixels it does
-        not reach (:mod:`.sun_shadows`)."""
+        not reach (:mod:`.sun_shadows`); records those pixels in ``p["dark"]``."""
         F, H, W = ids.shape
         rgb = out[..., :3].reshape(F * H * W, 3)
+        p["dark"] = []
         for direction, col in p["suns"]:
             idx = shadowed_pixels(p["world"], p["shadow_vertices"], ids,
                                   p["shadowing"], p["two_sided"], self.camera, direction,
                                   self.supersample)
+            dark = torch.zeros(F * H * W, dtype=torch.bool, device=ids.device)
+            p["dark"].append(dark.index_fill(0, idx, True))
             if idx.numel():
                 lost = _shade_pixels(dict(p, col=col), ids.reshape(-1)[idx], idx, H, W)
                 rgb = rgb.index_put((idx,), rgb[idx] - lost)
@@ -348,7 +354,7 @@ class SoftRasterizer:
             if self.sun_shadows is not None:
                 out = self._shadowed(out, ids, p)
             if self.mode == "antialias":
-                out = self._antialias(out, ids, p["xy"], p["z"])
+                out = self._antialias(out, ids, p["xy"], p["z"], p)
         out = self._pooled(out)
         return out[0] if single else out
 
@@ -380,18 +386,42 @@ def hard_shade(p: dict, face_id: torch.Tensor, st: RasterSettings) -> torch.Tens
     return torch.cat([rgb, hit[..., None].to(rgb.dtype)], -1)
 
 
+def _colour_at(p: dict, H: int, W: int):
+    """For :func:`.antialias.antialias`: a face's RGBA at a screen point, as
+    :func:`hard_shade` and :meth:`SoftRasterizer._shadowed` would colour it at a pixel
+    centre there, with the shadows of the pixel ``pixel`` next to it."""
+
+    def colour_at(frame, fid, point, pixel):
+        px, py = point[:, 0], point[:, 1]
+        rgb = _shade_points(p, frame, fid, px, py)
+        for (_, col), dark in zip(p.get("suns", []), p.get("dark", []), strict=True):
+            rgb = rgb - dark[pixel][:, None] * _shade_points(dict(p, col=col), frame, fid,
+                                                              px, py)
+        return torch.cat([rgb, torch.ones_like(rgb[:, :1])], -1)
+
+    return colour_at
+
+
 def _shade_pixels(p: dict, fid: torch.Tensor, idx: torch.Tensor, H: int, W: int
                   ) -> torch.Tensor:
     """Colours ``[N, 3]`` of faces ``fid [N]`` at the centres of the flat pixels ``idx``
     (perspective-correct interpolation of the corner colours and texture coordinates)."""
     frame, ij = idx // (H * W), idx % (H * W)
+    scale = 2.0 / H
+    # pixel centres in the positions' dtype (int + 0.5 would be float32)
+    dtype = p["z"].dtype
+    px = ((ij % W).to(dtype) + 0.5) * scale
+    py = ((ij // W).to(dtype) + 0.5) * scale
+    return _shade_points(p, frame, fid, px, py)
+
+
+def _shade_points(p: dict, frame: torch.Tensor, fid: torch.Tensor, px: torch.Tensor,
+                  py: torch.Tensor) -> torch.Tensor:
+    """Colours ``[N, 3]`` of faces ``fid [N]`` of frames ``frame [N]`` at the screen
+    points ``(px, py)`` (see :func:`_shade_pixels`)."""
     xy = p["xy"][frame, fid]  # [N, 3, 2]
     z = p["z"][frame, fid]  # [N, 3]
     col = p["col"][frame, fid]  # [N, 18]
-    scale = 2.0 / H
-    # pixel centres in the positions' dtype (int + 0.5 would be float32)
-    px = ((ij % W).to(z.dtype) + 0.5) * scale
-    py = ((ij // W).to(z.dtype) + 0.5) * scale
     xs, ys = xy[..., 0], xy[..., 1]
     n = []
     for k in range(3):

@@ -131,13 +131,15 @@ def test_closer_to_supersampled_reference_than_hard_and_soft(shape):
         SoftRasterizer(_camera(), meshes, mode="antialias", supersample=0)
 
 
-@pytest.mark.parametrize("shape, most, largest", [("box", 4, 0.12), ("cone", 26, 0.12)])
+@pytest.mark.parametrize("shape, most, largest",
+                         [("box", 4, 0.12), ("cone", 2, 0.06), ("cylinder", 0, 0.02)])
 def test_few_jumps_as_the_body_slides(shape, most, largest):
     """The body slid by a pixel in 200 steps: a continuous image changes by ~4e-3 a step;
     count the steps where some pixel jumps by more than 0.05. Measured: box 2 (largest
-    0.08), cone 20 (0.08); 20 (0.40) and 63 (0.38) when each edge took one pixel axis and
-    a face between a pair's centres the front's colour. The cone's left are its thin faces,
-    which no pixel sees (benchmarks/antialias_jumps.py)."""
+    0.08), cone 0 (0.037), cylinder 0 (0.0065); 20 (0.40), 63 (0.38) on the box and the
+    cone when each edge took one pixel axis and a face between a pair's centres the
+    front's colour, and the cone 20 (0.08), the cylinder 24 (0.13) when the faces crossed
+    took one colour, the first one's (benchmarks/antialias_jumps.py)."""
     meshes, verts = _scene(shape)
     r = SoftRasterizer(_camera(), meshes, mode="antialias", supersample=1)
     d = torch.tensor([1.0, 0.37, 0.2], dtype=f64) / 48
@@ -294,3 +296,36 @@ def test_coverage_is_the_renders_alpha(mode):
             assert torch.equal(g_cov, g_full) and float(g_cov.abs().sum()) > 0
         one = r.coverage(verts[0])
         assert one.shape == (32, 32, 1) and torch.equal(one, r(verts[0])[..., 3:])
+
+
+def test_faces_no_pixel_sees_are_shaded_as_the_pixels_are():
+    """The colour the anti-aliasing gives a face that a pair's segment crosses
+    (``_colour_at``) is the hard image's at a pixel centre: with colours that vary over
+    each face (per-vertex, smooth normals, specular), a texture-free mesh and the sun's
+    self-shadow of an L-shape taken from the pixel given."""
+    from gradsim_taichi.meshes import lshape_mesh
+    from gradsim_taichi.render import AmbientLight, DirectionalLight
+    from gradsim_taichi.render.rasterizer import _colour_at
+
+    lsh = lshape_mesh()
+    v = torch.tensor(lsh.vertices, dtype=f64)
+    colours = 0.3 + 0.5 * (v - v.min(0).values) / (v.max(0).values - v.min(0).values)
+    mesh = Mesh(lsh.faces, vertex_colors=colours, specular=0.3)
+    cam = Camera.look_at((0.25, 0.9, 1.4), (0.05, 0.0, 0.0), fov_y_deg=35, width=48,
+                         height=40)
+    lights = [AmbientLight(0.3), DirectionalLight((1.0, -0.7, 0.1), 0.7)]
+    r = SoftRasterizer(cam, mesh, lights=lights, mode="hard", sun_shadows=True)
+    hard = r(v)
+    p, _ = r.prepare(v)
+    ids = hard_face_ids(p["xy"], p["z"], r.settings)
+    r._shadowed(hard[None], ids, p)
+    assert int(p["dark"][0].sum()) >= 10  # part of the step is in the arm's shadow
+    pixel = torch.nonzero((ids >= 0).reshape(-1), as_tuple=True)[0]
+    i, j = pixel // 48, pixel % 48
+    centre = torch.stack([(j.to(f64) + 0.5), (i.to(f64) + 0.5)], -1) * (2.0 / 40)
+    got = _colour_at(p, 40, 48)(torch.zeros_like(pixel), ids.reshape(-1)[pixel], centre, pixel)
+    assert torch.allclose(got, hard.reshape(-1, 4)[pixel], atol=1e-12, rtol=0)
+    # the same face under its neighbour's shadow: darker by the sun's share
+    lit = _colour_at(dict(p, dark=[torch.zeros_like(p["dark"][0])]), 40, 48)(
+        torch.zeros_like(pixel), ids.reshape(-1)[pixel], centre, pixel)
+    assert float((lit - got)[..., :3].sum(-1).max()) > 0.05
