@@ -53,6 +53,13 @@ import math
 
 import torch
 
+# the most faces a segment's walk crosses: the thin faces of a curved surface seen
+# edge-on (a cylinder's side near its silhouette, or flattened into a cast shadow) can
+# be many within half a pixel, and a walk cut short took an inner edge for the
+# boundary (the shadow's cover of an 8 kg cylinder jumped by 0.06 where a pixel centre
+# crossed a face's edge, with 8)
+WALK_STEPS = 64
+
 
 def _signed_area(tri: torch.Tensor) -> torch.Tensor:
     """Twice the signed screen area of ``tri [N, 3, 2]``: its sign is the winding."""
@@ -85,27 +92,25 @@ def _exit(w0: torch.Tensor, w1: torch.Tensor):
     return t, k
 
 
-def _surface_walk(face, f, P, Q, xy, neighbours, stop, steps: int = 8):
+def _surface_walk(face, f, P, Q, xy, neighbours, stop):
     """The walk of the segment ``P -> Q`` over the surface around ``face`` (which covers
     ``P``): across shared edges into neighbours of the same winding (thin faces of a
     curved surface that no pixel centre sees) until a silhouette (a boundary edge, or a
     neighbour that winds the other way: it faces away), the face ``stop`` (the one seen
     at ``Q``: a crease) or ``Q``. Returns ``(t, path, exits, n)``: where the walk leaves
-    the surface ``t [N]``; the faces it crossed, in order, ``path [N, steps + 1]``
+    the surface ``t [N]``; the faces it crossed, in order, ``path [N, L]``
     (``path[:, 0]`` is ``face``, -1 past the end), the edge through which the segment
     leaves each, ``exits``, and their number ``n [N]`` (no gradient: the crossings are
-    recomputed from the edges found)."""
+    recomputed from the edges found). ``path`` is as wide as the longest walk."""
     tri = xy[f, face]
     t, k = _exit(_barycentric(tri, P), _barycentric(tri, Q))
-    path = torch.full((face.shape[0], steps + 1), -1, dtype=face.dtype, device=face.device)
-    exits = torch.zeros_like(path)
-    path[:, 0], exits[:, 0] = face, k
+    path, exits = [face.clone()], [k.clone()]
     n = torch.ones_like(face)
     if neighbours is None:
-        return t, path, exits, n
+        return t, path[0][:, None], exits[0][:, None], n
     winding = _signed_area(tri) > 0
     face = face.clone()
-    for step in range(1, steps + 1):
+    for step in range(1, WALK_STEPS + 1):
         nb = neighbours[face, k]
         go = (nb >= 0) & (nb != stop) & (t < 1)
         sel = torch.nonzero(go, as_tuple=True)[0]
@@ -118,8 +123,10 @@ def _surface_walk(face, f, P, Q, xy, neighbours, stop, steps: int = 8):
         if sel.numel() == 0:
             break
         face[sel], t[sel], k[sel] = nb[sel], nt, nk
-        path[sel, step], exits[sel, step], n[sel] = face[sel], nk, step + 1
-    return t, path, exits, n
+        path.append(torch.full_like(face, -1).index_put((sel,), nb[sel]))
+        exits.append(torch.zeros_like(k).index_put((sel,), nk))
+        n[sel] = step + 1
+    return t, torch.stack(path, 1), torch.stack(exits, 1), n
 
 
 def face_neighbours(faces: torch.Tensor) -> torch.Tensor:
@@ -288,6 +295,10 @@ def _pair_deltas(img, face_id, xy, z, neighbours, faces=None, colour_at=None):
                         & (neighbours[path_q[rows, last_q], exits_q[rows, last_q]] == fp))
         p_front = (p_front & has_p) | ~has_q
         t = torch.where(p_front, t_p, s_q)
+        wide = max(path_p.shape[1], path_q.shape[1])
+        path_p, path_q, exits_p, exits_q = (
+            torch.nn.functional.pad(x, (0, wide - x.shape[1]), value=fill)
+            for x, fill in ((path_p, -1), (path_q, -1), (exits_p, 0), (exits_q, 0)))
         path = torch.where(p_front[:, None], path_p, path_q)
         exits = torch.where(p_front[:, None], exits_p, exits_q)
         n = torch.where(p_front, n_p, n_q)

@@ -198,10 +198,11 @@ def test_occlusion_gradient_matches_central_differences():
 def test_the_shadow_moves_smoothly_with_the_body(shape):
     """The cast shadow's factor along a slide of the body in steps of 0.1 mm: its second
     differences are small against its first (nearly a smooth function of the pose; the
-    anti-aliasing's approximations at corners leave a few small jumps: 0.06 and 0.11 of
-    the first here). With the shadow's faces flattened onto the ground coplanar, the
+    anti-aliasing's approximations at corners leave a few small jumps: 0.058 and 0.044
+    of the first here). With the shadow's faces flattened onto the ground coplanar, the
     z-buffer's pick among a closed body's overlapping lit and unlit sides flipped with
-    the steps, and the cover's edge with it: 0.31 (cylinder) and 1.36 (L-shape)."""
+    the steps, and the cover's edge with it: 0.31 (cylinder) and 1.36 (L-shape); with
+    the anti-aliasing's walk over thin faces cut after 8 faces, 0.059 and 0.11."""
     scene = _scene(size=48, frames=16, shape=shape)
     out = _truth_outputs(scene)
     nu = Nuisance(scene, ("shadow",), scene.render(out))
@@ -218,4 +219,4 @@ def test_the_shadow_moves_smoothly_with_the_body(shape):
     first = (a[2:] - a[:-2]).abs().sum()
     second = (a[:-2] - 2 * a[1:-1] + a[2:]).abs().sum()
     assert float(first) > 0.5  # the shadow moves
-    assert float(second) < 0.2 * float(first)
+    assert float(second) < 0.08 * float(first)

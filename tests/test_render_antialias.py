@@ -242,6 +242,29 @@ def test_follows_thin_faces_to_the_silhouette():
     assert e_walked < 0.5 * e_alone, (e_walked, e_alone)
 
 
+def test_walks_many_thin_faces_to_the_silhouette():
+    """A fine cylinder (128 sections) seen at 24 px: up to a dozen faces lie between a
+    pixel centre and the silhouette; the walk crosses them all (measured coverage MSE
+    against a 16 x 16 supersampled z-buffer 2.4e-5, largest error 0.058; 1.6e-3 and 0.39
+    when a walk stopped after 8 faces and took an inner edge for the boundary)."""
+    import trimesh
+
+    mesh = trimesh.creation.cylinder(0.2, 0.45, sections=128)
+    mesh.apply_transform(trimesh.transformations.rotation_matrix(1.2, [0.3, 1.0, 0.2]))
+    mesh.apply_translation([0.05, 0.3, 0.0])
+    v = torch.tensor(mesh.vertices, dtype=f64)
+
+    def camera(scale):
+        return Camera.look_at((0.3, 0.9, 1.6), (0, 0.25, 0), fov_y_deg=40, width=24 * scale,
+                              height=24 * scale, near=0.1, far=10)
+    ref = SoftRasterizer(camera(16), Mesh(mesh.faces), mode="hard").coverage(v)
+    ref = torch.nn.functional.avg_pool2d(ref.permute(2, 0, 1), 16).permute(1, 2, 0)
+    cov = SoftRasterizer(camera(1), Mesh(mesh.faces), mode="antialias",
+                         supersample=1).coverage(v)
+    assert float(((cov - ref) ** 2).mean()) < 1e-4
+    assert float((cov - ref).abs().max()) < 0.1
+
+
 def test_face_neighbours():
     faces = torch.tensor([[0, 1, 2], [2, 1, 3], [3, 1, 4], [5, 6, 7]])
     n = face_neighbours(faces)
