@@ -348,7 +348,7 @@ def test_faces_no_pixel_sees_are_shaded_as_the_pixels_are():
     centre = torch.stack([(j.to(f64) + 0.5), (i.to(f64) + 0.5)], -1) * (2.0 / 40)
     got = _colour_at(p, 40, 48)(torch.zeros_like(pixel), ids.reshape(-1)[pixel], centre, pixel)
     assert torch.allclose(got, hard.reshape(-1, 4)[pixel], atol=1e-12, rtol=0)
-    # the same face under its neighbour's shadow: darker by the sun's share
+    # without the pixels' shadow state the shadowed ones come out brighter by the sun's share
     lit = _colour_at(dict(p, dark=[torch.zeros_like(p["dark"][0])]), 40, 48)(
         torch.zeros_like(pixel), ids.reshape(-1)[pixel], centre, pixel)
     assert float((lit - got)[..., :3].sum(-1).max()) > 0.05
